@@ -1,0 +1,1 @@
+"""Adapters: one module per technology (Redis, RabbitMQ, OpenAI)."""

@@ -1,0 +1,66 @@
+"""Every Redis key of llm-bot, built in this one module (SPEC 5.8).
+
+Layout: ``llmbot:{<tenant>|<user>}:<kind>:<id>``. The braces are a Redis Cluster hash tag:
+all keys of one tenant + user live in one slot, so a commit touching several of them is
+one atomic script. ``|`` and ``}`` cannot occur in ids (SPEC id pattern), so two tenants
+or users can never produce the same key, and ``llmbot:{<tenant>|<user>}:*`` matches
+exactly one user's keys. Ids are validated again here before any key is built.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from llm_bot.config import ID_PATTERN
+from llm_bot.memory.working import ConversationKey
+
+_ID = re.compile(ID_PATTERN)
+
+
+def _checked(value: str, what: str) -> str:
+    if not _ID.fullmatch(value):
+        raise ValueError(f"{what} does not match the id pattern")
+    return value
+
+
+@dataclass(frozen=True)
+class RedisKeys:
+    """Key builder; ``prefix`` lets tests and multiple deployments share one Redis."""
+
+    prefix: str = "llmbot"
+
+    def user_scope(self, tenant_id: str, user_id: str) -> str:
+        tenant = _checked(tenant_id, "tenant_id")
+        user = _checked(user_id, "user_id")
+        return f"{self.prefix}:{{{tenant}|{user}}}"
+
+    def working_memory(self, key: ConversationKey) -> str:
+        return f"{self.user_scope(key.tenant_id, key.user_id)}:wm:{self._conv(key)}"
+
+    def conversation_meta(self, key: ConversationKey) -> str:
+        """Hash {turn, version}: outlives the working memory so turn numbers never repeat."""
+        return f"{self.user_scope(key.tenant_id, key.user_id)}:meta:{self._conv(key)}"
+
+    def raw_trace(self, key: ConversationKey) -> str:
+        return f"{self.user_scope(key.tenant_id, key.user_id)}:trace:{self._conv(key)}"
+
+    def processed_event(self, key: ConversationKey, event_id: str) -> str:
+        scope = self.user_scope(key.tenant_id, key.user_id)
+        return f"{scope}:evt:{_checked(event_id, 'event_id')}"
+
+    def conversation_keys(self, key: ConversationKey) -> tuple[str, ...]:
+        """The keys holding one conversation's memory (not its dedupe records)."""
+        return (self.working_memory(key), self.conversation_meta(key), self.raw_trace(key))
+
+    def user_pattern(self, tenant_id: str, user_id: str) -> str:
+        """SCAN pattern matching every key of one user in one tenant, and nothing else."""
+        return f"{self.user_scope(tenant_id, user_id)}:*"
+
+    def tenant_pattern(self, tenant_id: str) -> str:
+        """SCAN pattern matching every key of one tenant."""
+        return f"{self.prefix}:{{{_checked(tenant_id, 'tenant_id')}|*"
+
+    @staticmethod
+    def _conv(key: ConversationKey) -> str:
+        return _checked(key.conversation_id, "conversation_id")

@@ -1,0 +1,161 @@
+"""Working memory, raw trace and processed-event records in plain Redis (no modules).
+
+Per conversation: ``wm`` (JSON string, sliding TTL), ``meta`` (hash: last turn and
+version, raw-trace lifetime), ``trace`` (sorted set of every message, score
+``turn * 1000 + seq``, raw-trace lifetime). Per event: ``evt`` (what it produced, dedupe
+lifetime). ``load`` is one pipelined round trip; ``commit`` is one atomic script that
+checks the version first (optimistic concurrency: no lost updates).
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from llm_bot.adapters.redis_keys import RedisKeys
+from llm_bot.errors import MemoryConflict, MemoryUnavailable
+from llm_bot.memory.messages import ChatMessage
+from llm_bot.memory.working import (
+    ConversationKey,
+    MemoryCommit,
+    ProcessedEvent,
+    Recalled,
+    WorkingMemory,
+)
+
+MAX_SEQ_PER_TURN = 1000
+
+_COMMIT = """
+if ARGV[5] ~= '' and redis.call('EXISTS', KEYS[4]) == 1 then
+  return {'duplicate', '0'}
+end
+local version = tonumber(redis.call('HGET', KEYS[2], 'version') or '0')
+if version ~= tonumber(ARGV[1]) then
+  return {'conflict', tostring(version)}
+end
+redis.call('HSET', KEYS[2], 'turn', ARGV[2], 'version', version + 1)
+redis.call('EXPIRE', KEYS[2], ARGV[7])
+redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[4])
+for i = 9, #ARGV, 2 do
+  redis.call('ZADD', KEYS[3], ARGV[i], ARGV[i + 1])
+end
+if #ARGV >= 9 then
+  redis.call('EXPIRE', KEYS[3], ARGV[7])
+end
+if ARGV[5] ~= '' then
+  redis.call('SET', KEYS[4], ARGV[5], 'EX', ARGV[6])
+end
+return {'ok', tostring(version + 1)}
+"""
+
+
+def trace_score(message: ChatMessage) -> int:
+    """Sort key of a message in the raw trace: turn, then sequence within the turn."""
+    return message.turn * MAX_SEQ_PER_TURN + min(message.seq, MAX_SEQ_PER_TURN - 1)
+
+
+class RedisMemoryStore:
+    """The ``MemoryStore`` port on Redis."""
+
+    def __init__(
+        self,
+        *,
+        client: aioredis.Redis,
+        keys: RedisKeys,
+        ttl_seconds: int,
+        trace_retention_seconds: int,
+        dedupe_ttl_seconds: int,
+    ) -> None:
+        self._redis = client
+        self._keys = keys
+        self._ttl = ttl_seconds
+        self._trace_ttl = trace_retention_seconds
+        self._dedupe_ttl = dedupe_ttl_seconds
+        self._commit = client.register_script(_COMMIT)
+
+    async def load(self, key: ConversationKey, event_id: str) -> Recalled:
+        """Working memory, last turn, version and the event's processed record."""
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.get(self._keys.working_memory(key))
+                pipe.hmget(self._keys.conversation_meta(key), ["turn", "version"])
+                pipe.get(self._keys.processed_event(key, event_id))
+                raw_memory, (turn, version), raw_processed = await pipe.execute()
+        except RedisError as exc:
+            raise MemoryUnavailable(f"redis load failed: {type(exc).__name__}") from exc
+        memory = (
+            WorkingMemory.model_validate_json(raw_memory) if raw_memory else WorkingMemory()
+        )
+        processed = (
+            ProcessedEvent.model_validate_json(raw_processed) if raw_processed else None
+        )
+        return Recalled(
+            memory=memory,
+            last_turn=int(turn or 0),
+            version=int(version or 0),
+            processed=processed,
+        )
+
+    async def commit(self, commit: MemoryCommit) -> int:
+        """Write the turn atomically; returns the new version.
+
+        Raises ``MemoryConflict`` when the conversation changed since it was loaded or
+        the event was already committed by someone else.
+        """
+        key = commit.key
+        event_id = commit.processed.event_id if commit.processed else None
+        args: list[Any] = [
+            commit.expected_version,
+            commit.turn,
+            commit.memory.model_dump_json(),
+            self._ttl,
+            commit.processed.model_dump_json() if commit.processed else "",
+            self._dedupe_ttl,
+            self._trace_ttl,
+            "",
+        ]
+        for message in commit.trace:
+            args.extend((trace_score(message), message.model_dump_json()))
+        keys = [
+            self._keys.working_memory(key),
+            self._keys.conversation_meta(key),
+            self._keys.raw_trace(key),
+            self._keys.processed_event(key, event_id) if event_id else self._keys.raw_trace(key),
+        ]
+        try:
+            status, value = cast("list[bytes]", await self._commit(keys=keys, args=args))
+        except RedisError as exc:
+            raise MemoryUnavailable(f"redis commit failed: {type(exc).__name__}") from exc
+        if status == b"ok":
+            return int(value)
+        raise MemoryConflict(f"memory commit refused: {status.decode()} (version {value.decode()})")
+
+    async def raw_trace(self, key: ConversationKey) -> list[ChatMessage]:
+        """Every message of the conversation's raw trace, in turn and sequence order."""
+        members = cast("list[bytes]", await self._redis.zrange(self._keys.raw_trace(key), 0, -1))
+        return [ChatMessage.model_validate_json(member) for member in members]
+
+    async def working_memory(self, key: ConversationKey) -> WorkingMemory | None:
+        raw = await self._redis.get(self._keys.working_memory(key))
+        return WorkingMemory.model_validate_json(raw) if raw else None
+
+    async def forget_conversation(self, key: ConversationKey) -> int:
+        """Delete one conversation's working memory, meta and raw trace."""
+        return int(await self._redis.unlink(*self._keys.conversation_keys(key)))
+
+    async def forget_user(self, tenant_id: str, user_id: str) -> int:
+        """Delete every key of one user in one tenant, and nothing else."""
+        deleted = 0
+        batch: list[bytes] = []
+        async for name in self._redis.scan_iter(
+            match=self._keys.user_pattern(tenant_id, user_id), count=500
+        ):
+            batch.append(name)
+            if len(batch) >= 500:
+                deleted += int(await self._redis.unlink(*batch))
+                batch.clear()
+        if batch:
+            deleted += int(await self._redis.unlink(*batch))
+        return deleted

@@ -1,0 +1,136 @@
+"""Configuration from the environment (and an optional ``.env`` file), validated at start.
+
+Variable names are part of the contract (SPEC section 7). Nothing reads the environment
+at import time: the composition root calls :func:`load_settings` once.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
+
+
+def _env(name: str) -> AliasChoices:
+    return AliasChoices(name, name.lower())
+
+
+class Settings(BaseSettings):
+    """Every setting of the service; each field's alias is its environment variable."""
+
+    model_config = SettingsConfigDict(
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        case_sensitive=False,
+        populate_by_name=True,
+        frozen=True,
+    )
+
+    amqp_url: SecretStr = Field(
+        SecretStr("amqp://guest:guest@localhost:5672/"), validation_alias=_env("AMQP_URL")
+    )
+    redis_url: SecretStr = Field(
+        SecretStr("redis://localhost:6379/0"), validation_alias=_env("REDIS_URL")
+    )
+    openai_api_key: SecretStr | None = Field(None, validation_alias=_env("OPENAI_API_KEY"))
+    openai_base_url: str | None = Field(None, validation_alias=_env("OPENAI_BASE_URL"))
+    openai_model: str = Field("gpt-4o-mini", min_length=1, validation_alias=_env("OPENAI_MODEL"))
+    openai_timeout_ms: int = Field(30000, ge=100, validation_alias=_env("OPENAI_TIMEOUT_MS"))
+    api: Literal["chat", "responses"] = Field("chat", validation_alias=_env("LLM_BOT_API"))
+    system_prompt: str = Field("", validation_alias=_env("LLM_BOT_SYSTEM_PROMPT"))
+
+    memory_max_messages: int = Field(
+        8, ge=2, validation_alias=_env("LLM_BOT_MEMORY_MAX_MESSAGES")
+    )
+    memory_max_chars: int = Field(8000, ge=1, validation_alias=_env("LLM_BOT_MEMORY_MAX_CHARS"))
+    memory_ttl_seconds: int = Field(1800, ge=1, validation_alias=_env("LLM_BOT_MEMORY_TTL_SECONDS"))
+    raw_trace_retention_days: int = Field(
+        30, ge=1, validation_alias=_env("LLM_BOT_RAW_TRACE_RETENTION_DAYS")
+    )
+    dedupe_ttl_seconds: int = Field(
+        7 * 24 * 3600, ge=60, validation_alias=_env("LLM_BOT_DEDUPE_TTL_SECONDS")
+    )
+
+    prefetch: int = Field(32, ge=1, le=65535, validation_alias=_env("LLM_BOT_PREFETCH"))
+    max_attempts: int = Field(5, ge=1, le=100, validation_alias=_env("LLM_BOT_MAX_ATTEMPTS"))
+    max_body_bytes: int = Field(262144, ge=1024, validation_alias=_env("LLM_BOT_MAX_BODY_BYTES"))
+    shutdown_grace_seconds: float = Field(
+        20.0, ge=0, validation_alias=_env("LLM_BOT_SHUTDOWN_GRACE_SECONDS")
+    )
+    http_port: int = Field(9464, ge=0, le=65535, validation_alias=_env("LLM_BOT_HTTP_PORT"))
+
+    importance_threshold: float = Field(
+        0.5, ge=0.0, le=1.0, validation_alias=_env("LLM_BOT_IMPORTANCE_THRESHOLD")
+    )
+    ltm_max_items: int = Field(1000, ge=1, validation_alias=_env("LLM_BOT_LTM_MAX_ITEMS"))
+    ltm_retention_days: int = Field(365, ge=1, validation_alias=_env("LLM_BOT_LTM_RETENTION_DAYS"))
+
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        "info", validation_alias=_env("LLM_BOT_LOG_LEVEL")
+    )
+    log_format: Literal["json", "console"] = Field(
+        "json", validation_alias=_env("LLM_BOT_LOG_FORMAT")
+    )
+    log_content: bool = Field(False, validation_alias=_env("LLM_BOT_LOG_CONTENT"))
+
+    ingress_exchange: str = Field(
+        "internal", min_length=1, validation_alias=_env("LLM_BOT_INGRESS_EXCHANGE")
+    )
+    ingress_routing_key: str = Field(
+        "internal.llmbot.v1", min_length=1, validation_alias=_env("LLM_BOT_INGRESS_ROUTING_KEY")
+    )
+    ingress_queue: str = Field(
+        "llm-bot.internal.llmbot.v1", min_length=1, validation_alias=_env("LLM_BOT_INGRESS_QUEUE")
+    )
+    candidate_routing_key: str = Field(
+        "internal.candidate.v1", min_length=1, validation_alias=_env("LLM_BOT_CANDIDATE_ROUTING_KEY")
+    )
+    error_routing_key: str = Field(
+        "internal.llmbot.error.v1", min_length=1, validation_alias=_env("LLM_BOT_ERROR_ROUTING_KEY")
+    )
+    dlx: str = Field("internal.dlx", min_length=1, validation_alias=_env("LLM_BOT_DLX"))
+    dlq: str = Field(
+        "llm-bot.internal.llmbot.v1.dlq", min_length=1, validation_alias=_env("LLM_BOT_DLQ")
+    )
+
+    @field_validator("log_level", "log_format", "api", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
+
+    @field_validator("openai_base_url", mode="before")
+    @classmethod
+    def _blank_is_none(cls, value: object) -> object:
+        return None if value == "" else value
+
+    @property
+    def openai_timeout_seconds(self) -> float:
+        return self.openai_timeout_ms / 1000
+
+
+class ConfigurationError(Exception):
+    """Invalid configuration; ``str()`` is one line naming the variable."""
+
+
+def _variable_name(loc: tuple[int | str, ...]) -> str:
+    field = str(loc[0]) if loc else "?"
+    info = Settings.model_fields.get(field)
+    if info is not None and isinstance(info.validation_alias, AliasChoices):
+        return str(info.validation_alias.choices[0])
+    return field.upper()
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read and validate the settings; raise :class:`ConfigurationError` on a bad value."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]  # overrides are validated here
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = _variable_name(tuple(first["loc"]))
+        raw = first.get("input")
+        shown = "" if isinstance(raw, dict) or "URL" in name or "KEY" in name else f" (got {raw!r})"
+        raise ConfigurationError(f"invalid configuration: {name}: {first['msg']}{shown}") from exc

@@ -1,0 +1,25 @@
+"""Wire contract: versioned message schemas exchanged over RabbitMQ (SPEC section 3)."""
+
+from llm_bot.contract.messages import (
+    Annotation,
+    CandidateMemory,
+    CandidateUsage,
+    CandidateV1,
+    ErrorCode,
+    ErrorV1,
+    EventSource,
+    InternalEventV2,
+    ToolTrace,
+)
+
+__all__ = [
+    "Annotation",
+    "CandidateMemory",
+    "CandidateUsage",
+    "CandidateV1",
+    "ErrorCode",
+    "ErrorV1",
+    "EventSource",
+    "InternalEventV2",
+    "ToolTrace",
+]

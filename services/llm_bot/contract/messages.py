@@ -1,0 +1,149 @@
+"""Pydantic models of InternalEventV2 (ingress), CandidateV1 and ErrorV1 (egress).
+
+Field names, id pattern and ``schema`` values are a contract; the JSON Schemas in
+``schemas/`` are generated from these models (``make schemas``) and checked for drift.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
+
+from llm_bot.config import ID_PATTERN
+
+Identifier = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
+"""Ids (event, tenant, user, conversation): safe to embed in Redis keys."""
+
+ConversationSelector = Annotated[str, StringConstraints(pattern=rf"{ID_PATTERN}|^\*$")]
+MetadataValue = Annotated[str, StringConstraints(max_length=1024)] | int | float | bool | None
+EventType = Literal["message", "conversation.end", "memory.forget", "tool.call", "tool.result"]
+ErrorCode = Literal["invalid_event", "model_error", "memory_unavailable", "timeout", "internal"]
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+
+class EventSource(_Wire):
+    """Where the event came from (informational)."""
+
+    platform: Annotated[str, StringConstraints(max_length=64)] | None = None
+    channel: Annotated[str, StringConstraints(max_length=64)] | None = None
+
+
+class Annotation(_Wire):
+    """An annotation of the event; those of kind ``prompt`` form the user message."""
+
+    kind: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    text: str = ""
+    lang: Annotated[str, StringConstraints(max_length=35)] | None = None
+
+
+class ToolTrace(_Wire):
+    """Payload of ``tool.call`` and ``tool.result`` events."""
+
+    tool_call_id: Identifier
+    name: Annotated[str, StringConstraints(min_length=1, max_length=128)] | None = None
+    arguments: str = "{}"
+    content: str = ""
+
+
+class InternalEventV2(_Wire):
+    """A chat event published to the ingress routing key."""
+
+    schema_: Annotated[str, StringConstraints(pattern=r"^internal\.event\.v2(\.[0-9]+)?$")] = (
+        Field(
+            alias="schema",
+            description="'internal.event.v2' (a minor suffix such as '.1' is accepted)",
+        )
+    )
+    id: Identifier = Field(description="Unique per event; the idempotency key.")
+    type: EventType
+    tenant_id: Identifier
+    user_id: Identifier
+    conversation_id: ConversationSelector = Field(
+        description="Conversation id; '*' only with type memory.forget (all conversations)."
+    )
+    created_at: AwareDatetime
+    source: EventSource | None = None
+    annotations: list[Annotation] = Field(default_factory=list, max_length=256)
+    metadata: dict[
+        Annotated[str, StringConstraints(min_length=1, max_length=64)], MetadataValue
+    ] = Field(default_factory=dict, max_length=64)
+    tool: ToolTrace | None = Field(
+        None, description="Required for tool.call and tool.result events."
+    )
+
+    @model_validator(mode="after")
+    def _check_type_fields(self) -> InternalEventV2:
+        if self.conversation_id == "*" and self.type != "memory.forget":
+            raise ValueError("conversation_id '*' is only valid for memory.forget")
+        if self.type in ("tool.call", "tool.result") and self.tool is None:
+            raise ValueError(f"{self.type} events need a 'tool' object")
+        return self
+
+    def prompt_text(self) -> str:
+        """All ``prompt`` annotations joined in order with a blank line between them."""
+        parts = [a.text for a in self.annotations if a.kind == "prompt" and a.text.strip()]
+        return "\n\n".join(parts)
+
+
+class CandidateUsage(_Wire):
+    input_tokens: int = Field(ge=0)
+    output_tokens: int = Field(ge=0)
+
+
+class CandidateMemory(_Wire):
+    window_messages: int = Field(ge=0, description="Messages of the window sent to the model.")
+    summary: bool = Field(description="Whether a rolling summary was in context.")
+    long_term_items: int = Field(ge=0)
+    context_tokens: int = Field(ge=0, description="Estimated tokens of the assembled context.")
+
+
+class CandidateV1(_Wire):
+    """A proposed reply, published to the candidate routing key."""
+
+    schema_: Literal["candidate.v1"] = Field("candidate.v1", alias="schema")
+    id: Annotated[str, StringConstraints(pattern=r"^cand_")] = Field(
+        description="'cand_' + event id: a redelivery republishes the same id."
+    )
+    event_id: Identifier
+    tenant_id: Identifier
+    user_id: Identifier
+    conversation_id: Identifier
+    turn: int = Field(ge=1, description="1-based turn number in the conversation.")
+    kind: Literal["text"] = "text"
+    status: Literal["proposed"] = "proposed"
+    text: str
+    created_at: datetime
+    model: str
+    usage: CandidateUsage
+    memory: CandidateMemory
+
+
+class ErrorV1(_Wire):
+    """A terminal failure of an event, published to the error routing key."""
+
+    schema_: Literal["llmbot.error.v1"] = Field("llmbot.error.v1", alias="schema")
+    event_id: Identifier
+    tenant_id: Identifier
+    user_id: Identifier
+    conversation_id: ConversationSelector
+    code: ErrorCode
+    message: Annotated[str, StringConstraints(max_length=1024)]
+    attempts: int = Field(ge=1)
+    created_at: datetime
+
+
+def candidate_id(event_id: str) -> str:
+    """The candidate id derived from its event id."""
+    return f"cand_{event_id}"

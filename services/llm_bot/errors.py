@@ -1,0 +1,71 @@
+"""The service's exceptions: one root, two families (retryable and permanent).
+
+Each error carries the stable ``code`` published in ErrorV1 and the DLQ headers. The
+mapping from an error to a delivery outcome lives in one place:
+``llm_bot.service.outcomes``.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from llm_bot.contract import ErrorCode
+
+
+class LlmBotError(Exception):
+    """Root of every error the service raises on purpose."""
+
+    code: ClassVar[ErrorCode] = "internal"
+    retryable: ClassVar[bool] = False
+
+
+class PermanentError(LlmBotError):
+    """Retrying cannot help: terminal at once."""
+
+
+class RetryableError(LlmBotError):
+    """A transient failure: retried with backoff until the attempts run out."""
+
+    retryable = True
+
+
+class InvalidEvent(PermanentError):
+    """The body is not a valid InternalEventV2 (JSON, schema, size or ids)."""
+
+    code = "invalid_event"
+
+
+class ModelRejected(PermanentError):
+    """The model provider refused the request for a reason retrying cannot fix (4xx)."""
+
+    code = "model_error"
+
+
+class ModelUnavailable(RetryableError):
+    """The model provider failed transiently (429, 5xx, connection error)."""
+
+    code = "model_error"
+
+
+class ModelTimeout(RetryableError):
+    """The model did not answer within ``OPENAI_TIMEOUT_MS``."""
+
+    code = "timeout"
+
+
+class MemoryUnavailable(RetryableError):
+    """Redis could not be reached or failed."""
+
+    code = "memory_unavailable"
+
+
+class MemoryConflict(RetryableError):
+    """Another event of the conversation committed first; process again on fresh memory."""
+
+    code = "memory_unavailable"
+
+
+class PublishFailed(RetryableError):
+    """The broker did not confirm a publish."""
+
+    code = "internal"

@@ -1,0 +1,216 @@
+"""JSON payloads the fake model server returns, shaped like the OpenAI API.
+
+Token usage is an estimate, not a tokenizer: ``ceil(characters / 4)`` with a minimum of 1.
+Prompt tokens count the characters of all message contents (see
+:meth:`RecordedRequest.prompt_text`); completion tokens count the reply text.
+
+Embeddings are a hashed bag of words: every lower-cased ``\\w+`` token adds ``±1`` to one of
+``dimensions`` (default 64) buckets chosen by a BLAKE2b hash, and the vector is L2-normalised,
+so texts sharing words get similar vectors and equal texts get equal vectors. A text without
+words maps to the unit vector on bucket 0.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import math
+import re
+import struct
+from typing import Any
+
+__all__ = [
+    "DEFAULT_EMBEDDING_DIMENSIONS",
+    "DEFAULT_MODEL",
+    "chat_completion_payload",
+    "embed_text",
+    "embeddings_payload",
+    "error_payload",
+    "estimate_tokens",
+    "models_payload",
+    "request_model",
+    "response_payload",
+]
+
+DEFAULT_MODEL = "fake-model"
+"""Model name used when a request names none, and the one ``GET /v1/models`` lists."""
+
+DEFAULT_EMBEDDING_DIMENSIONS = 64
+
+_WORD = re.compile(r"\w+")
+
+_ERROR_KINDS: dict[int, tuple[str, str]] = {
+    400: ("invalid_request_error", "invalid_request"),
+    401: ("invalid_request_error", "invalid_api_key"),
+    403: ("permission_error", "permission_denied"),
+    404: ("invalid_request_error", "not_found"),
+    409: ("invalid_request_error", "conflict"),
+    422: ("invalid_request_error", "unprocessable_entity"),
+    429: ("requests", "rate_limit_exceeded"),
+    500: ("server_error", "internal_error"),
+    502: ("server_error", "bad_gateway"),
+    503: ("server_error", "service_unavailable"),
+    504: ("server_error", "gateway_timeout"),
+}
+
+
+def estimate_tokens(text: str) -> int:
+    """Documented token estimate: ``ceil(len(text) / 4)``, at least 1."""
+    return max(1, math.ceil(len(text) / 4))
+
+
+def error_payload(status: int, message: str) -> dict[str, Any]:
+    """OpenAI-style error body ``{"error": {"message", "type", "param", "code"}}``."""
+    default_type = "server_error" if status >= 500 else "invalid_request_error"
+    err_type, code = _ERROR_KINDS.get(status, (default_type, f"http_{status}"))
+    return {"error": {"message": message, "type": err_type, "param": None, "code": code}}
+
+
+def chat_completion_payload(
+    *, completion_id: str, model: str, text: str, prompt_tokens: int, created: int
+) -> dict[str, Any]:
+    """A ``chat.completion`` object with one assistant choice finishing with ``stop``."""
+    completion_tokens = estimate_tokens(text)
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "system_fingerprint": "fp_fake_model",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text, "refusal": None},
+                "logprobs": None,
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+def response_payload(
+    *,
+    response_id: str,
+    message_id: str,
+    request: dict[str, Any],
+    text: str,
+    input_tokens: int,
+    created: float,
+) -> dict[str, Any]:
+    """A completed Responses API ``response`` object with one ``output_text`` message."""
+    output_tokens = estimate_tokens(text)
+    return {
+        "id": response_id,
+        "object": "response",
+        "created_at": created,
+        "completed_at": created,
+        "model": request_model(request),
+        "status": "completed",
+        "error": None,
+        "incomplete_details": None,
+        "instructions": request.get("instructions"),
+        "metadata": request.get("metadata") or {},
+        "previous_response_id": request.get("previous_response_id"),
+        "max_output_tokens": request.get("max_output_tokens"),
+        "temperature": request.get("temperature"),
+        "top_p": request.get("top_p"),
+        "parallel_tool_calls": bool(request.get("parallel_tool_calls", True)),
+        "tool_choice": request.get("tool_choice") or "auto",
+        "tools": request.get("tools") or [],
+        "text": request.get("text") or {"format": {"type": "text"}},
+        "truncation": "disabled",
+        "output": [
+            {
+                "type": "message",
+                "id": message_id,
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        ],
+        "usage": {
+            "input_tokens": input_tokens,
+            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "output_tokens": output_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": input_tokens + output_tokens,
+        },
+    }
+
+
+def embed_text(text: str, dimensions: int = DEFAULT_EMBEDDING_DIMENSIONS) -> list[float]:
+    """Deterministic, L2-normalised hashed bag-of-words vector of length ``dimensions``."""
+    if dimensions < 1:
+        raise ValueError(f"dimensions must be >= 1, got {dimensions}")
+    vector = [0.0] * dimensions
+    for word in _WORD.findall(text.lower()):
+        digest = hashlib.blake2b(word.encode("utf-8"), digest_size=8).digest()
+        value = int.from_bytes(digest, "big")
+        vector[value % dimensions] += 1.0 if (value >> 63) & 1 else -1.0
+    norm = math.sqrt(sum(x * x for x in vector))
+    if norm == 0.0:
+        return [1.0] + [0.0] * (dimensions - 1)
+    return [x / norm for x in vector]
+
+
+def _encode_base64(vector: list[float]) -> str:
+    """Little-endian float32 bytes, base64-encoded, as the API sends ``encoding_format=base64``."""
+    return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
+
+
+def request_model(body: dict[str, Any]) -> str:
+    """The request's ``model`` when it is a non-empty string, else :data:`DEFAULT_MODEL`."""
+    model = body.get("model")
+    return model if isinstance(model, str) and model else DEFAULT_MODEL
+
+
+def _input_texts(raw_input: Any) -> list[str]:
+    """Embedding ``input``: a string, a list of strings, or token-id lists (joined as words)."""
+    items = raw_input if isinstance(raw_input, list) else [raw_input]
+    if raw_input is None or not items:
+        raise ValueError("'input' must be a non-empty string or list")
+    if all(isinstance(item, int) for item in items):
+        items = [items]  # one pre-tokenised input
+    return [
+        " ".join(str(x) for x in item) if isinstance(item, list) else str(item) for item in items
+    ]
+
+
+def embeddings_payload(body: dict[str, Any]) -> dict[str, Any]:
+    """``POST /v1/embeddings`` answer: one ``embedding`` per input, in input order.
+
+    Honours ``dimensions`` (default 64) and ``encoding_format`` (``float`` or ``base64``);
+    raises :class:`ValueError` for a missing ``input`` or bad ``dimensions``.
+    """
+    texts = _input_texts(body.get("input"))
+    dimensions = body.get("dimensions") or DEFAULT_EMBEDDING_DIMENSIONS
+    if not isinstance(dimensions, int) or dimensions < 1:
+        raise ValueError("'dimensions' must be a positive integer")
+    as_base64 = body.get("encoding_format") == "base64"
+    data: list[dict[str, Any]] = []
+    for index, text in enumerate(texts):
+        vector = embed_text(text, dimensions)
+        encoded: list[float] | str = _encode_base64(vector) if as_base64 else vector
+        data.append({"object": "embedding", "index": index, "embedding": encoded})
+    prompt_tokens = estimate_tokens("".join(texts))
+    return {
+        "object": "list",
+        "data": data,
+        "model": request_model(body),
+        "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens},
+    }
+
+
+def models_payload(created: int) -> dict[str, Any]:
+    """``GET /v1/models`` body listing :data:`DEFAULT_MODEL`."""
+    return {
+        "object": "list",
+        "data": [
+            {"id": DEFAULT_MODEL, "object": "model", "created": created, "owned_by": "llm-bot"}
+        ],
+    }

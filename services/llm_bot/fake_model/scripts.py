@@ -1,0 +1,147 @@
+"""Recorded requests, scripted faults and the default responder of the fake model server.
+
+The default responder answers ``"echo: " + <last user message text>[:200]``; when the request has
+no user message the reply is ``"echo: "``. For the Responses API a string ``input`` counts as one
+user message and ``instructions`` as a leading system message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = [
+    "DEFAULT_ECHO_LIMIT",
+    "Fault",
+    "FaultKind",
+    "RecordedRequest",
+    "Responder",
+    "content_text",
+    "default_responder",
+]
+
+DEFAULT_ECHO_LIMIT = 200
+"""How many characters of the last user message the default responder echoes."""
+
+FaultKind = Literal["status", "hang", "delay"]
+
+
+def content_text(content: Any) -> str:
+    """Flatten a message ``content`` (string, list of parts, or ``None``) into plain text.
+
+    Parts are dicts such as ``{"type": "text", "text": ...}`` (chat) or
+    ``{"type": "input_text", "text": ...}`` (Responses API); parts without a string ``text``
+    (images, audio, files) contribute nothing.
+    """
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = [
+            part["text"]
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        ]
+        return "".join(texts)
+    return str(content)
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One HTTP request as the fake server received it.
+
+    ``headers`` keys are lower-cased; ``received_at`` is Unix time in seconds; ``body`` is the
+    parsed JSON object (``{}`` for bodiless or non-JSON requests).
+    """
+
+    path: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+    received_at: float
+
+    def messages(self) -> list[dict[str, Any]]:
+        """Conversation messages of a chat or Responses API request, in order.
+
+        Chat requests return ``body["messages"]``. Responses API requests turn ``instructions``
+        into a leading system message, a string ``input`` into one user message, and keep the
+        list items that carry a ``role`` (bare function-call items and the like are skipped).
+        Other endpoints return ``[]``.
+        """
+        body = self.body
+        raw_messages = body.get("messages")
+        if isinstance(raw_messages, list):
+            return [m for m in raw_messages if isinstance(m, dict)]
+        if "input" not in body or self.path.endswith("/embeddings"):
+            return []
+        result: list[dict[str, Any]] = []
+        instructions = body.get("instructions")
+        if isinstance(instructions, str) and instructions:
+            result.append({"role": "system", "content": instructions})
+        raw_input = body["input"]
+        if isinstance(raw_input, str):
+            result.append({"role": "user", "content": raw_input})
+        elif isinstance(raw_input, list):
+            result.extend(item for item in raw_input if isinstance(item, dict) and "role" in item)
+        return result
+
+    def prompt_text(self) -> str:
+        """All message contents joined with newlines (chat ``messages`` or Responses ``input``)."""
+        return "\n".join(content_text(m.get("content")) for m in self.messages())
+
+    def last_user_text(self) -> str:
+        """Text of the last ``role == "user"`` message, or ``""`` when there is none."""
+        for message in reversed(self.messages()):
+            if message.get("role") == "user":
+                return content_text(message.get("content"))
+        return ""
+
+
+Responder = Callable[[RecordedRequest], str]
+"""Produces the reply text for a request when no script step is queued."""
+
+
+def default_responder(request: RecordedRequest) -> str:
+    """Deterministic reply: ``"echo: "`` plus the first 200 chars of the last user message."""
+    return f"echo: {request.last_user_text()[:DEFAULT_ECHO_LIMIT]}"
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A scripted misbehaviour for one chat/responses request; build it with the constructors.
+
+    - ``Fault.status(code, message)`` answers with an OpenAI-style error body
+      ``{"error": {"message", "type", "param", "code"}}``; 429 and 503 carry ``Retry-After: 0``.
+    - ``Fault.hang(seconds)`` waits ``seconds`` (default one hour) and then answers normally;
+      the wait is cancelled when the client disconnects or the server stops.
+    - ``Fault.delay(seconds, text)`` waits ``seconds`` and then answers with ``text`` (or with
+      the responder's reply when ``text`` is ``None``).
+    """
+
+    kind: FaultKind
+    status_code: int = 200
+    message: str = ""
+    seconds: float = 0.0
+    text: str | None = None
+
+    @classmethod
+    def status(cls, code: int, message: str = "fake model injected error") -> Fault:
+        """Answer with HTTP ``code`` and an OpenAI-style error JSON body."""
+        if not 400 <= code <= 599:
+            raise ValueError(f"fault status must be an HTTP error code (400-599), got {code}")
+        return cls(kind="status", status_code=code, message=message)
+
+    @classmethod
+    def hang(cls, seconds: float = 3600.0) -> Fault:
+        """Sleep ``seconds`` before answering, to drive client-side timeouts."""
+        if seconds < 0:
+            raise ValueError(f"hang seconds must be >= 0, got {seconds}")
+        return cls(kind="hang", seconds=seconds)
+
+    @classmethod
+    def delay(cls, seconds: float, text: str | None = None) -> Fault:
+        """Answer after ``seconds`` with ``text`` (``None`` means the responder's reply)."""
+        if seconds < 0:
+            raise ValueError(f"delay seconds must be >= 0, got {seconds}")
+        return cls(kind="delay", seconds=seconds, text=text)

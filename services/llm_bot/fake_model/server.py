@@ -1,0 +1,312 @@
+"""A real OpenAI-compatible HTTP server (aiohttp) that tests and ``llm-bot demo`` control.
+
+Endpoints (all under ``/v1``): ``POST /chat/completions``, ``POST /responses``,
+``POST /embeddings`` and ``GET /models``. Every request is recorded in
+:attr:`FakeModelServer.requests`. Chat and Responses API requests consume one queued script step
+(a reply text or a :class:`Fault`) each, FIFO; with an empty script the responder answers. The
+default responder replies ``"echo: " + <last user message>[:200]`` (see
+:func:`~llm_bot.fake_model.scripts.default_responder`). Structured-output requests
+(``response_format`` / ``text.format`` of type ``json_schema`` or ``json_object``) get the
+scripted text verbatim, so scripts may return JSON strings. Streaming is not supported
+(``stream: true`` gets a 400 error).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+import signal
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator
+from types import TracebackType
+from typing import Any, Self
+
+from aiohttp import web
+
+from llm_bot.fake_model.responses import (
+    chat_completion_payload,
+    embeddings_payload,
+    error_payload,
+    estimate_tokens,
+    models_payload,
+    request_model,
+    response_payload,
+)
+from llm_bot.fake_model.scripts import Fault, RecordedRequest, Responder, default_responder
+
+__all__ = ["CHAT_PATH", "EMBEDDINGS_PATH", "RESPONSES_PATH", "FakeModelServer", "run_forever"]
+
+CHAT_PATH = "/v1/chat/completions"
+RESPONSES_PATH = "/v1/responses"
+EMBEDDINGS_PATH = "/v1/embeddings"
+MODELS_PATH = "/v1/models"
+
+_RETRY_AFTER_STATUSES = frozenset({429, 503})
+_SHUTDOWN_GRACE_SECONDS = 0.1
+
+_log = logging.getLogger(__name__)
+
+_Builder = Callable[[RecordedRequest], Awaitable[web.Response]]
+
+
+class FakeModelServer:
+    """Scriptable fake of the OpenAI HTTP API bound to ``host:port`` (port 0 = any free port)."""
+
+    def __init__(
+        self, *, host: str = "127.0.0.1", port: int = 0, responder: Responder | None = None
+    ) -> None:
+        self._host = host
+        self._port = port
+        self._responder: Responder = responder or default_responder
+        self._script: deque[str | Fault] = deque()
+        self._latency = 0.0
+        self._ids = itertools.count(1)
+        self._inflight: set[asyncio.Task[Any]] = set()
+        self._runner: web.AppRunner | None = None
+        self.requests: list[RecordedRequest] = []
+        """Every request received, in arrival order, including faulted ones."""
+
+    # ----------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        """Bind and start serving; afterwards :attr:`port` holds the real port."""
+        if self._runner is not None:
+            raise RuntimeError("fake model server already started")
+        app = web.Application()
+        app.router.add_post(CHAT_PATH, self._route(self._chat))
+        app.router.add_post(RESPONSES_PATH, self._route(self._responses))
+        app.router.add_post(EMBEDDINGS_PATH, self._route(self._embeddings))
+        app.router.add_get(MODELS_PATH, self._route(self._models))
+        runner = web.AppRunner(
+            app,
+            access_log=None,
+            handler_cancellation=True,
+            shutdown_timeout=_SHUTDOWN_GRACE_SECONDS,
+        )
+        await runner.setup()
+        site = web.TCPSite(runner, self._host, self._port)
+        try:
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        addresses = runner.addresses
+        if addresses:
+            self._port = int(addresses[0][1])
+
+    async def stop(self) -> None:
+        """Stop serving; hung or delayed handlers are cancelled rather than awaited."""
+        runner, self._runner = self._runner, None
+        if runner is None:
+            return
+        for task in list(self._inflight):
+            task.cancel()
+        await runner.cleanup()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    @property
+    def port(self) -> int:
+        """The bound port (the requested one until :meth:`start` resolves port 0)."""
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        """``http://HOST:PORT/v1``, ready for ``AsyncOpenAI(base_url=...)``."""
+        if self._runner is None:
+            raise RuntimeError("fake model server is not started")
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"http://{host}:{self._port}/v1"
+
+    # ----------------------------------------------------------------- control
+
+    def script(self, *steps: str | Fault) -> None:
+        """Queue reply texts and faults; each chat/responses request consumes one, FIFO."""
+        self._script.extend(steps)
+
+    def set_latency(self, seconds: float) -> None:
+        """Delay every chat/responses reply by ``seconds`` (on top of any scripted delay)."""
+        if seconds < 0:
+            raise ValueError(f"latency must be >= 0, got {seconds}")
+        self._latency = seconds
+
+    def clear(self) -> None:
+        """Forget recorded requests and any queued script steps (latency is kept)."""
+        self.requests.clear()
+        self._script.clear()
+
+    @property
+    def pending_script(self) -> int:
+        """How many script steps are still queued."""
+        return len(self._script)
+
+    def chat_requests(self) -> list[RecordedRequest]:
+        """Recorded ``POST /v1/chat/completions`` requests."""
+        return [r for r in self.requests if r.path == CHAT_PATH]
+
+    def responses_requests(self) -> list[RecordedRequest]:
+        """Recorded ``POST /v1/responses`` requests."""
+        return [r for r in self.requests if r.path == RESPONSES_PATH]
+
+    def embedding_requests(self) -> list[RecordedRequest]:
+        """Recorded ``POST /v1/embeddings`` requests."""
+        return [r for r in self.requests if r.path == EMBEDDINGS_PATH]
+
+    # ----------------------------------------------------------------- handlers
+
+    @contextlib.contextmanager
+    def _tracked(self) -> Iterator[None]:
+        task = asyncio.current_task()
+        if task is not None:
+            self._inflight.add(task)
+        try:
+            yield
+        finally:
+            if task is not None:
+                self._inflight.discard(task)
+
+    async def _record(self, request: web.Request) -> RecordedRequest | web.Response:
+        body: dict[str, Any] = {}
+        parse_error: str | None = None
+        if request.can_read_body:
+            raw = await request.text()
+            try:
+                parsed = json.loads(raw) if raw else {}
+            except json.JSONDecodeError as exc:
+                parse_error = f"request body is not valid JSON: {exc}"
+            else:
+                if isinstance(parsed, dict):
+                    body = parsed
+                else:
+                    parse_error = "request body must be a JSON object"
+        recorded = RecordedRequest(
+            path=request.path,
+            body=body,
+            headers={k.lower(): v for k, v in request.headers.items()},
+            received_at=time.time(),
+        )
+        self.requests.append(recorded)
+        if parse_error is not None:
+            return _error(400, parse_error)
+        return recorded
+
+    async def _reply_text(self, recorded: RecordedRequest) -> str | web.Response:
+        """Consume one script step, apply latency/faults, and return the reply text or error."""
+        step = self._script.popleft() if self._script else None
+        if recorded.body.get("stream"):
+            return _error(400, "the fake model server does not support stream=true")
+        if self._latency > 0:
+            await asyncio.sleep(self._latency)
+        if isinstance(step, str):
+            return step
+        if step is not None:
+            if step.kind == "status":
+                return _error(step.status_code, step.message)
+            await asyncio.sleep(step.seconds)
+            if step.text is not None:
+                return step.text
+        try:
+            return self._responder(recorded)
+        except Exception as exc:
+            _log.exception("fake model responder failed for %s", recorded.path)
+            return _error(500, f"fake model responder failed: {exc!r}")
+
+    def _route(self, build: _Builder) -> Callable[[web.Request], Awaitable[web.Response]]:
+        """Wrap an endpoint body with in-flight tracking, JSON parsing and recording."""
+
+        async def handler(request: web.Request) -> web.Response:
+            with self._tracked():
+                recorded = await self._record(request)
+                if isinstance(recorded, web.Response):
+                    return recorded
+                return await build(recorded)
+
+        return handler
+
+    async def _chat(self, recorded: RecordedRequest) -> web.Response:
+        text = await self._reply_text(recorded)
+        if isinstance(text, web.Response):
+            return text
+        payload = chat_completion_payload(
+            completion_id=f"chatcmpl-fake-{next(self._ids)}",
+            model=request_model(recorded.body),
+            text=text,
+            prompt_tokens=estimate_tokens(recorded.prompt_text()),
+            created=int(time.time()),
+        )
+        return web.json_response(payload)
+
+    async def _responses(self, recorded: RecordedRequest) -> web.Response:
+        text = await self._reply_text(recorded)
+        if isinstance(text, web.Response):
+            return text
+        n = next(self._ids)
+        payload = response_payload(
+            response_id=f"resp_fake_{n}",
+            message_id=f"msg_fake_{n}",
+            request=recorded.body,
+            text=text,
+            input_tokens=estimate_tokens(recorded.prompt_text()),
+            created=time.time(),
+        )
+        return web.json_response(payload)
+
+    async def _embeddings(self, recorded: RecordedRequest) -> web.Response:
+        try:
+            return web.json_response(embeddings_payload(recorded.body))
+        except ValueError as exc:
+            return _error(400, str(exc))
+
+    async def _models(self, recorded: RecordedRequest) -> web.Response:
+        return web.json_response(models_payload(int(time.time())))
+
+
+def _error(status: int, message: str) -> web.Response:
+    headers = {"Retry-After": "0"} if status in _RETRY_AFTER_STATUSES else None
+    return web.json_response(error_payload(status, message), status=status, headers=headers)
+
+
+async def _serve(
+    host: str, port: int, latency: float, on_ready: Callable[[str], None] | None
+) -> None:
+    stop_event = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop_event.set)
+    async with FakeModelServer(host=host, port=port) as server:
+        server.set_latency(latency)
+        _log.info("fake model server listening on %s", server.base_url)
+        if on_ready is not None:
+            on_ready(server.base_url)
+        await stop_event.wait()
+    _log.info("fake model server stopped")
+
+
+def run_forever(
+    host: str,
+    port: int,
+    latency: float = 0.0,
+    *,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
+    """Serve with the default responder until SIGINT/SIGTERM (blocking; uses ``asyncio.run``).
+
+    ``on_ready`` is called with the base URL once the socket is bound.
+    """
+    asyncio.run(_serve(host, port, latency, on_ready))

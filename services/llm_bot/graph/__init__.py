@@ -1,0 +1,1 @@
+"""The LangGraph graph: ingest → recall → call_model → build_candidate → remember."""

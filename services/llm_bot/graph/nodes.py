@@ -1,0 +1,199 @@
+"""The graph's nodes, one per step, each returning only the state keys it changes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+from langgraph.runtime import Runtime
+
+from llm_bot.contract import CandidateMemory, CandidateUsage, CandidateV1
+from llm_bot.contract.messages import candidate_id
+from llm_bot.graph.state import ChatEvent, GraphContext, GraphState
+from llm_bot.memory.context import assemble_context, estimate_tokens
+from llm_bot.memory.messages import ChatMessage, ToolCall
+from llm_bot.memory.window import WindowAppend
+from llm_bot.memory.working import MemoryCommit, ProcessedEvent, WorkingMemory
+
+log = structlog.get_logger(__name__)
+
+Update = dict[str, Any]
+
+
+async def ingest(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
+    """Decide the route: SKIP a message without prompt text, record tool traces, reply."""
+    event = state["event"]
+    if event.type in ("tool.call", "tool.result"):
+        return {"route": "tool"}
+    if not event.text.strip():
+        log.info("event.skipped", reason="no_prompt_text")
+        return {"route": "skip"}
+    return {"route": "reply"}
+
+
+def _turn_message(event: ChatEvent, turn: int, seq: int, created_at: str) -> ChatMessage:
+    """The message this event contributes to its turn."""
+    if event.type == "tool.call" and event.tool is not None:
+        call = ToolCall(
+            id=event.tool.tool_call_id,
+            name=event.tool.name or "tool",
+            arguments=event.tool.arguments,
+        )
+        return ChatMessage(
+            id=f"{event.event_id}:call",
+            role="assistant",
+            content="",
+            created_at=created_at,
+            turn=turn,
+            seq=seq,
+            event_id=event.event_id,
+            tool_calls=(call,),
+        )
+    if event.type == "tool.result" and event.tool is not None:
+        return ChatMessage(
+            id=f"{event.event_id}:result",
+            role="tool",
+            content=event.tool.content,
+            created_at=created_at,
+            turn=turn,
+            seq=seq,
+            event_id=event.event_id,
+            tool_call_id=event.tool.tool_call_id,
+        )
+    return ChatMessage(
+        id=f"{event.event_id}:user",
+        role="user",
+        content=event.text,
+        created_at=created_at,
+        turn=turn,
+        seq=seq,
+        event_id=event.event_id,
+    )
+
+
+async def recall(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
+    """Load working memory; number the turn; put the event's message into the window."""
+    ctx = runtime.context
+    event = state["event"]
+    recalled = await ctx.memory.load(event.key, event.event_id)
+    if recalled.processed is not None:
+        log.info("event.duplicate", turn=recalled.processed.turn)
+        update: Update = {"route": "duplicate", "recalled": recalled}
+        if recalled.processed.candidate_json:
+            update["candidate"] = CandidateV1.model_validate_json(recalled.processed.candidate_json)
+        return update
+    loaded = recalled.memory.messages
+    if event.type == "message":
+        turn, seq = recalled.last_turn + 1, 0
+    else:
+        turn = max(recalled.last_turn, 1)
+        seq = 1 + max((m.seq for m in loaded if m.turn == turn), default=-1)
+    message = _turn_message(event, turn, seq, event.created_at.isoformat())
+    return {
+        "recalled": recalled,
+        "turn": turn,
+        "turn_messages": [message],
+        "messages": WindowAppend((*loaded, message), ctx.bounds),
+    }
+
+
+async def call_model(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
+    """Assemble the context from memory and the bounded window, and call the model."""
+    ctx = runtime.context
+    prompt = assemble_context(
+        system_prompt=ctx.system_prompt,
+        summary=state["recalled"].memory.summary,
+        window=state["messages"],
+    )
+    reply = await ctx.model.complete(prompt)
+    log.info(
+        "model.replied",
+        model=reply.model,
+        input_tokens=reply.input_tokens,
+        output_tokens=reply.output_tokens,
+        window_messages=len(state["messages"]),
+    )
+    return {"prompt": prompt, "reply": reply}
+
+
+async def build_candidate(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
+    """CandidateV1 from the assistant reply, and the reply appended to the window."""
+    ctx = runtime.context
+    event, reply, turn = state["event"], state["reply"], state["turn"]
+    now = ctx.clock()
+    assistant = ChatMessage(
+        id=f"{event.event_id}:assistant",
+        role="assistant",
+        content=reply.text,
+        created_at=now.isoformat(),
+        turn=turn,
+        seq=1,
+        event_id=event.event_id,
+    )
+    candidate = CandidateV1(
+        id=candidate_id(event.event_id),
+        event_id=event.event_id,
+        tenant_id=event.key.tenant_id,
+        user_id=event.key.user_id,
+        conversation_id=event.key.conversation_id,
+        turn=turn,
+        text=reply.text,
+        created_at=now,
+        model=reply.model,
+        usage=CandidateUsage(input_tokens=reply.input_tokens, output_tokens=reply.output_tokens),
+        memory=CandidateMemory(
+            window_messages=len(state["messages"]),
+            summary=bool(state["recalled"].memory.summary),
+            long_term_items=0,
+            context_tokens=estimate_tokens(state["prompt"]),
+        ),
+    )
+    return {
+        "candidate": candidate,
+        "turn_messages": [*state["turn_messages"], assistant],
+        "messages": WindowAppend((assistant,), ctx.bounds),
+    }
+
+
+async def remember(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
+    """Commit the bounded window, the raw trace and the processed record atomically."""
+    ctx = runtime.context
+    event, recalled = state["event"], state["recalled"]
+    window = tuple(state["messages"])
+    kept = {m.id for m in window}
+    seen = (*recalled.memory.messages, *state["turn_messages"])
+    evicted_turns = {m.turn for m in seen if m.id not in kept}
+    session = dict(recalled.memory.session)
+    if event.lang:
+        session["language"] = event.lang
+    memory = WorkingMemory(
+        messages=window,
+        summary=recalled.memory.summary,
+        session=session,
+        pending_compaction=tuple(sorted(set(recalled.memory.pending_compaction) | evicted_turns)),
+        updated_at=ctx.clock().isoformat(),
+    )
+    candidate = state.get("candidate")
+    processed = ProcessedEvent(
+        event_id=event.event_id,
+        turn=state["turn"],
+        candidate_json=candidate.model_dump_json(by_alias=True) if candidate else None,
+    )
+    version = await ctx.memory.commit(
+        MemoryCommit(
+            key=event.key,
+            expected_version=recalled.version,
+            turn=state["turn"],
+            memory=memory,
+            trace=tuple(state["turn_messages"]),
+            processed=processed,
+        )
+    )
+    log.info(
+        "memory.committed",
+        turn=state["turn"],
+        version=version,
+        window_messages=len(window),
+        evicted_turns=sorted(evicted_turns),
+    )
+    return {"version": version}

@@ -1,0 +1,57 @@
+"""Graph state and the runtime context the nodes receive."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Literal, TypedDict
+
+from llm_bot.contract import CandidateV1, ToolTrace
+from llm_bot.memory.messages import ChatMessage
+from llm_bot.memory.window import WindowBounds, bounded_messages
+from llm_bot.memory.working import ConversationKey, Recalled
+from llm_bot.ports import ChatModel, MemoryStore, ModelReply, PromptMessage
+
+
+@dataclass(frozen=True)
+class ChatEvent:
+    """The command the graph runs on: a validated ``message`` or ``tool.*`` event."""
+
+    event_id: str
+    type: Literal["message", "tool.call", "tool.result"]
+    key: ConversationKey
+    created_at: datetime
+    text: str = ""
+    lang: str | None = None
+    tool: ToolTrace | None = None
+
+
+@dataclass(frozen=True)
+class GraphContext:
+    """Collaborators and settings of a graph run (LangGraph runtime context)."""
+
+    memory: MemoryStore
+    model: ChatModel
+    model_name: str
+    bounds: WindowBounds
+    system_prompt: str
+    clock: Callable[[], datetime]
+
+
+Route = Literal["skip", "duplicate", "tool", "reply"]
+
+
+class GraphState(TypedDict, total=False):
+    """State of one event's run; nodes return only the keys they change."""
+
+    event: ChatEvent
+    route: Route
+    recalled: Recalled
+    turn: int
+    turn_messages: list[ChatMessage]
+    messages: Annotated[list[ChatMessage], bounded_messages]
+    prompt: list[PromptMessage]
+    reply: ModelReply
+    candidate: CandidateV1
+    version: int

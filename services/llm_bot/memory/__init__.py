@@ -1,0 +1,1 @@
+"""Memory model: chat messages, the bounded window reducer and working memory."""

@@ -1,0 +1,70 @@
+"""Working memory of one conversation and the records kept beside it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from llm_bot.memory.messages import ChatMessage
+
+
+@dataclass(frozen=True)
+class ConversationKey:
+    """Tenant + user + conversation: the scope of working memory (ids already validated)."""
+
+    tenant_id: str
+    user_id: str
+    conversation_id: str
+
+
+class WorkingMemory(BaseModel):
+    """The recent-message window, the rolling summary and session variables.
+
+    ``pending_compaction`` lists the turns evicted from the window that compaction has
+    not folded into the summary yet; their messages stay in the raw trace.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    messages: tuple[ChatMessage, ...] = ()
+    summary: str = ""
+    session: dict[str, str] = Field(default_factory=dict)
+    pending_compaction: tuple[int, ...] = ()
+    updated_at: str | None = None
+
+
+class ProcessedEvent(BaseModel):
+    """What an event produced, kept for idempotency: a redelivery republishes this."""
+
+    model_config = ConfigDict(frozen=True)
+
+    event_id: str
+    turn: int
+    candidate_json: str | None = None
+
+
+@dataclass(frozen=True)
+class Recalled:
+    """Everything ``recall`` loads for one event, in one round trip."""
+
+    memory: WorkingMemory
+    last_turn: int
+    version: int
+    processed: ProcessedEvent | None
+
+
+@dataclass(frozen=True)
+class MemoryCommit:
+    """Everything ``remember`` writes for one event, atomically.
+
+    ``expected_version`` is the conversation's version as recalled: the commit fails with
+    ``MemoryConflict`` if another event committed in between (no lost updates).
+    """
+
+    key: ConversationKey
+    expected_version: int
+    turn: int
+    memory: WorkingMemory
+    trace: tuple[ChatMessage, ...]
+    processed: ProcessedEvent | None

@@ -1,0 +1,45 @@
+"""Ports: the contracts the graph and handlers depend on, named by role.
+
+Adapters implement them by technology (``OpenAIChatModel``, ``RedisMemoryStore``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from llm_bot.memory.working import ConversationKey, MemoryCommit, Recalled
+
+PromptMessage = dict[str, Any]
+"""A Chat Completions message (``{"role": ..., "content": ...}``)."""
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    """What the model answered, with the provider-reported usage."""
+
+    text: str
+    model: str
+    input_tokens: int
+    output_tokens: int
+
+
+class ChatModel(Protocol):
+    """Generates the assistant reply for an assembled context."""
+
+    async def complete(self, messages: Sequence[PromptMessage]) -> ModelReply:
+        """Raise ``ModelUnavailable``/``ModelTimeout`` (retryable) or ``ModelRejected``."""
+        ...
+
+
+class MemoryStore(Protocol):
+    """Loads and commits a conversation's working memory."""
+
+    async def load(self, key: ConversationKey, event_id: str) -> Recalled:
+        """Everything ``recall`` needs, in one round trip; raises ``MemoryUnavailable``."""
+        ...
+
+    async def commit(self, commit: MemoryCommit) -> int:
+        """Write atomically, returning the new version; raises ``MemoryConflict``."""
+        ...
