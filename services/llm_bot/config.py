@@ -43,9 +43,7 @@ class Settings(BaseSettings):
     api: Literal["chat", "responses"] = Field("chat", validation_alias=_env("LLM_BOT_API"))
     system_prompt: str = Field("", validation_alias=_env("LLM_BOT_SYSTEM_PROMPT"))
 
-    memory_max_messages: int = Field(
-        8, ge=2, validation_alias=_env("LLM_BOT_MEMORY_MAX_MESSAGES")
-    )
+    memory_max_messages: int = Field(8, ge=2, validation_alias=_env("LLM_BOT_MEMORY_MAX_MESSAGES"))
     memory_max_chars: int = Field(8000, ge=1, validation_alias=_env("LLM_BOT_MEMORY_MAX_CHARS"))
     memory_ttl_seconds: int = Field(1800, ge=1, validation_alias=_env("LLM_BOT_MEMORY_TTL_SECONDS"))
     raw_trace_retention_days: int = Field(
@@ -87,7 +85,9 @@ class Settings(BaseSettings):
         "llm-bot.internal.llmbot.v1", min_length=1, validation_alias=_env("LLM_BOT_INGRESS_QUEUE")
     )
     candidate_routing_key: str = Field(
-        "internal.candidate.v1", min_length=1, validation_alias=_env("LLM_BOT_CANDIDATE_ROUTING_KEY")
+        "internal.candidate.v1",
+        min_length=1,
+        validation_alias=_env("LLM_BOT_CANDIDATE_ROUTING_KEY"),
     )
     error_routing_key: str = Field(
         "internal.llmbot.error.v1", min_length=1, validation_alias=_env("LLM_BOT_ERROR_ROUTING_KEY")

@@ -93,6 +93,20 @@ async def test_custom_responder_used_when_script_empty() -> None:
         assert await _chat(c, "hi") == "1 msgs"
 
 
+async def test_failing_responder_answers_500() -> None:
+    """A responder that raises yields an OpenAI-style 500 carrying the exception text."""
+
+    def responder(request: RecordedRequest) -> str:
+        raise RuntimeError("responder bug")
+
+    async with (
+        FakeModelServer(responder=responder) as srv,
+        AsyncOpenAI(base_url=srv.base_url, api_key="any", max_retries=0) as c,
+    ):
+        with pytest.raises(openai.InternalServerError, match="responder bug"):
+            await _chat(c, "hi")
+
+
 async def test_json_mode_returns_scripted_json_verbatim(
     server: FakeModelServer, client: AsyncOpenAI
 ) -> None:

@@ -85,12 +85,8 @@ class RedisMemoryStore:
                 raw_memory, (turn, version), raw_processed = await pipe.execute()
         except RedisError as exc:
             raise MemoryUnavailable(f"redis load failed: {type(exc).__name__}") from exc
-        memory = (
-            WorkingMemory.model_validate_json(raw_memory) if raw_memory else WorkingMemory()
-        )
-        processed = (
-            ProcessedEvent.model_validate_json(raw_processed) if raw_processed else None
-        )
+        memory = WorkingMemory.model_validate_json(raw_memory) if raw_memory else WorkingMemory()
+        processed = ProcessedEvent.model_validate_json(raw_processed) if raw_processed else None
         return Recalled(
             memory=memory,
             last_turn=int(turn or 0),

@@ -60,11 +60,9 @@ class ToolTrace(_Wire):
 class InternalEventV2(_Wire):
     """A chat event published to the ingress routing key."""
 
-    schema_: Annotated[str, StringConstraints(pattern=r"^internal\.event\.v2(\.[0-9]+)?$")] = (
-        Field(
-            alias="schema",
-            description="'internal.event.v2' (a minor suffix such as '.1' is accepted)",
-        )
+    schema_: Annotated[str, StringConstraints(pattern=r"^internal\.event\.v2(\.[0-9]+)?$")] = Field(
+        alias="schema",
+        description="'internal.event.v2' (a minor suffix such as '.1' is accepted)",
     )
     id: Identifier = Field(description="Unique per event; the idempotency key.")
     type: EventType

@@ -1,4 +1,4 @@
-"""``python -m llm_bot.fake_model [--host H] [--port P] [--latency S]``: serve until SIGINT/SIGTERM."""
+"""``python -m llm_bot.fake_model [--host H] [--port P] [--latency S]``; stops on SIGINT/TERM."""
 
 from __future__ import annotations
 

@@ -14,20 +14,26 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import math
 import re
 import struct
 from typing import Any
 
+from aiohttp import web
+
 __all__ = [
     "DEFAULT_EMBEDDING_DIMENSIONS",
     "DEFAULT_MODEL",
+    "BadRequestError",
     "chat_completion_payload",
     "embed_text",
     "embeddings_payload",
     "error_payload",
+    "error_response",
     "estimate_tokens",
     "models_payload",
+    "parse_json_object",
     "request_model",
     "response_payload",
 ]
@@ -38,6 +44,12 @@ DEFAULT_MODEL = "fake-model"
 DEFAULT_EMBEDDING_DIMENSIONS = 64
 
 _WORD = re.compile(r"\w+")
+_RETRY_AFTER_STATUSES = frozenset({429, 503})
+
+
+class BadRequestError(ValueError):
+    """The request cannot be answered; the server turns it into an HTTP 400 error body."""
+
 
 _ERROR_KINDS: dict[int, tuple[str, str]] = {
     400: ("invalid_request_error", "invalid_request"),
@@ -64,6 +76,25 @@ def error_payload(status: int, message: str) -> dict[str, Any]:
     default_type = "server_error" if status >= 500 else "invalid_request_error"
     err_type, code = _ERROR_KINDS.get(status, (default_type, f"http_{status}"))
     return {"error": {"message": message, "type": err_type, "param": None, "code": code}}
+
+
+def error_response(status: int, message: str) -> web.Response:
+    """JSON error response; 429 and 503 carry ``Retry-After: 0`` so clients retry at once."""
+    headers = {"Retry-After": "0"} if status in _RETRY_AFTER_STATUSES else None
+    return web.json_response(error_payload(status, message), status=status, headers=headers)
+
+
+def parse_json_object(raw: str) -> dict[str, Any]:
+    """Parse a request body (empty means ``{}``); :class:`BadRequestError` unless an object."""
+    if not raw:
+        return {}
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise BadRequestError(f"request body is not valid JSON: {exc}") from exc
+    if not isinstance(parsed, dict):
+        raise BadRequestError("request body must be a JSON object")
+    return parsed
 
 
 def chat_completion_payload(
@@ -173,7 +204,7 @@ def _input_texts(raw_input: Any) -> list[str]:
     """Embedding ``input``: a string, a list of strings, or token-id lists (joined as words)."""
     items = raw_input if isinstance(raw_input, list) else [raw_input]
     if raw_input is None or not items:
-        raise ValueError("'input' must be a non-empty string or list")
+        raise BadRequestError("'input' must be a non-empty string or list")
     if all(isinstance(item, int) for item in items):
         items = [items]  # one pre-tokenised input
     return [
@@ -185,12 +216,12 @@ def embeddings_payload(body: dict[str, Any]) -> dict[str, Any]:
     """``POST /v1/embeddings`` answer: one ``embedding`` per input, in input order.
 
     Honours ``dimensions`` (default 64) and ``encoding_format`` (``float`` or ``base64``);
-    raises :class:`ValueError` for a missing ``input`` or bad ``dimensions``.
+    raises :class:`BadRequestError` for a missing ``input`` or bad ``dimensions``.
     """
     texts = _input_texts(body.get("input"))
     dimensions = body.get("dimensions") or DEFAULT_EMBEDDING_DIMENSIONS
     if not isinstance(dimensions, int) or dimensions < 1:
-        raise ValueError("'dimensions' must be a positive integer")
+        raise BadRequestError("'dimensions' must be a positive integer")
     as_base64 = body.get("encoding_format") == "base64"
     data: list[dict[str, Any]] = []
     for index, text in enumerate(texts):

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import logging
 import signal
 import time
@@ -28,11 +27,13 @@ from typing import Any, Self
 from aiohttp import web
 
 from llm_bot.fake_model.responses import (
+    BadRequestError,
     chat_completion_payload,
     embeddings_payload,
-    error_payload,
+    error_response,
     estimate_tokens,
     models_payload,
+    parse_json_object,
     request_model,
     response_payload,
 )
@@ -45,7 +46,6 @@ RESPONSES_PATH = "/v1/responses"
 EMBEDDINGS_PATH = "/v1/embeddings"
 MODELS_PATH = "/v1/models"
 
-_RETRY_AFTER_STATUSES = frozenset({429, 503})
 _SHUTDOWN_GRACE_SECONDS = 0.1
 
 _log = logging.getLogger(__name__)
@@ -181,19 +181,11 @@ class FakeModelServer:
                 self._inflight.discard(task)
 
     async def _record(self, request: web.Request) -> RecordedRequest | web.Response:
-        body: dict[str, Any] = {}
         parse_error: str | None = None
-        if request.can_read_body:
-            raw = await request.text()
-            try:
-                parsed = json.loads(raw) if raw else {}
-            except json.JSONDecodeError as exc:
-                parse_error = f"request body is not valid JSON: {exc}"
-            else:
-                if isinstance(parsed, dict):
-                    body = parsed
-                else:
-                    parse_error = "request body must be a JSON object"
+        try:
+            body = parse_json_object(await request.text() if request.can_read_body else "")
+        except BadRequestError as exc:
+            body, parse_error = {}, str(exc)
         recorded = RecordedRequest(
             path=request.path,
             body=body,
@@ -201,30 +193,28 @@ class FakeModelServer:
             received_at=time.time(),
         )
         self.requests.append(recorded)
-        if parse_error is not None:
-            return _error(400, parse_error)
-        return recorded
+        return recorded if parse_error is None else error_response(400, parse_error)
 
     async def _reply_text(self, recorded: RecordedRequest) -> str | web.Response:
         """Consume one script step, apply latency/faults, and return the reply text or error."""
         step = self._script.popleft() if self._script else None
         if recorded.body.get("stream"):
-            return _error(400, "the fake model server does not support stream=true")
+            return error_response(400, "the fake model server does not support stream=true")
         if self._latency > 0:
             await asyncio.sleep(self._latency)
         if isinstance(step, str):
             return step
         if step is not None:
             if step.kind == "status":
-                return _error(step.status_code, step.message)
+                return error_response(step.status_code, step.message)
             await asyncio.sleep(step.seconds)
             if step.text is not None:
                 return step.text
         try:
             return self._responder(recorded)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any responder bug becomes an OpenAI-style 500
             _log.exception("fake model responder failed for %s", recorded.path)
-            return _error(500, f"fake model responder failed: {exc!r}")
+            return error_response(500, f"fake model responder failed: {exc!r}")
 
     def _route(self, build: _Builder) -> Callable[[web.Request], Awaitable[web.Response]]:
         """Wrap an endpoint body with in-flight tracking, JSON parsing and recording."""
@@ -269,16 +259,11 @@ class FakeModelServer:
     async def _embeddings(self, recorded: RecordedRequest) -> web.Response:
         try:
             return web.json_response(embeddings_payload(recorded.body))
-        except ValueError as exc:
-            return _error(400, str(exc))
+        except BadRequestError as exc:
+            return error_response(400, str(exc))
 
     async def _models(self, recorded: RecordedRequest) -> web.Response:
         return web.json_response(models_payload(int(time.time())))
-
-
-def _error(status: int, message: str) -> web.Response:
-    headers = {"Retry-After": "0"} if status in _RETRY_AFTER_STATUSES else None
-    return web.json_response(error_payload(status, message), status=status, headers=headers)
 
 
 async def _serve(

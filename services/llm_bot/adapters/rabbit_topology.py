@@ -1,0 +1,73 @@
+"""RabbitMQ topology of llm-bot (SPEC sections 2 and 3), declared idempotently at start.
+
+The ingress queue is a durable quorum queue that dead-letters to the DLX; the DLQ is bound
+to the DLX with the ingress routing key, so both broker-side dead-lettering and the
+service's own dead-letter publishes land there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import aio_pika
+from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractQueue
+from aiormq.abc import FieldTable
+
+from llm_bot.config import Settings
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Names of exchanges, routing keys and queues (each overridable by env)."""
+
+    exchange: str = "internal"
+    ingress_routing_key: str = "internal.llmbot.v1"
+    ingress_queue: str = "llm-bot.internal.llmbot.v1"
+    candidate_routing_key: str = "internal.candidate.v1"
+    error_routing_key: str = "internal.llmbot.error.v1"
+    dlx: str = "internal.dlx"
+    dlq: str = "llm-bot.internal.llmbot.v1.dlq"
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Topology:
+        return cls(
+            exchange=settings.ingress_exchange,
+            ingress_routing_key=settings.ingress_routing_key,
+            ingress_queue=settings.ingress_queue,
+            candidate_routing_key=settings.candidate_routing_key,
+            error_routing_key=settings.error_routing_key,
+            dlx=settings.dlx,
+            dlq=settings.dlq,
+        )
+
+    def ingress_arguments(self) -> FieldTable:
+        return {
+            "x-queue-type": "quorum",
+            "x-dead-letter-exchange": self.dlx,
+            "x-dead-letter-routing-key": self.ingress_routing_key,
+        }
+
+
+@dataclass(frozen=True)
+class DeclaredTopology:
+    exchange: AbstractExchange
+    dlx: AbstractExchange
+    ingress: AbstractQueue
+    dlq: AbstractQueue
+
+
+async def declare_topology(channel: AbstractChannel, topology: Topology) -> DeclaredTopology:
+    """Declare exchanges, queues and bindings; safe to repeat."""
+    exchange = await channel.declare_exchange(
+        topology.exchange, aio_pika.ExchangeType.TOPIC, durable=True
+    )
+    dlx = await channel.declare_exchange(topology.dlx, aio_pika.ExchangeType.TOPIC, durable=True)
+    dlq = await channel.declare_queue(
+        topology.dlq, durable=True, arguments={"x-queue-type": "quorum"}
+    )
+    await dlq.bind(dlx, routing_key=topology.ingress_routing_key)
+    ingress = await channel.declare_queue(
+        topology.ingress_queue, durable=True, arguments=topology.ingress_arguments()
+    )
+    await ingress.bind(exchange, routing_key=topology.ingress_routing_key)
+    return DeclaredTopology(exchange=exchange, dlx=dlx, ingress=ingress, dlq=dlq)

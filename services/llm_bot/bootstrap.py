@@ -1,0 +1,115 @@
+"""The composition root: builds every collaborator from ``Settings``.
+
+Nothing else in the package connects to anything or reads the environment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import redis.asyncio as aioredis
+from openai import AsyncOpenAI
+
+from llm_bot.adapters.openai_model import OpenAIChatModel
+from llm_bot.adapters.rabbit_topology import Topology
+from llm_bot.adapters.redis_keys import RedisKeys
+from llm_bot.adapters.redis_memory import RedisMemoryStore
+from llm_bot.config import ConfigurationError, Settings
+from llm_bot.entrypoints.consumer import EventConsumer
+from llm_bot.graph.builder import build_graph
+from llm_bot.graph.state import GraphContext
+from llm_bot.memory.window import WindowBounds
+from llm_bot.service.erasure import Eraser
+from llm_bot.service.handler import EventHandler
+
+KEYLESS_PLACEHOLDER = "not-needed"  # sent to keyless local servers, not a secret
+DAY_SECONDS = 86400
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def model_client(settings: Settings) -> AsyncOpenAI:
+    """``AsyncOpenAI`` for the configured endpoint; a clear error when neither a key nor an
+    endpoint is set."""
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    if key is None and settings.openai_base_url is None:
+        raise ConfigurationError(
+            "invalid configuration: OPENAI_API_KEY: set it for api.openai.com, or set "
+            "OPENAI_BASE_URL to an OpenAI-compatible server (for example "
+            "http://localhost:11434/v1 for Ollama; any key works for keyless servers)"
+        )
+    return AsyncOpenAI(
+        api_key=key or KEYLESS_PLACEHOLDER,
+        base_url=settings.openai_base_url,
+        timeout=settings.openai_timeout_seconds,
+        max_retries=0,
+    )
+
+
+def redis_client(settings: Settings) -> aioredis.Redis:
+    return aioredis.from_url(
+        settings.redis_url.get_secret_value(),
+        socket_timeout=5,
+        socket_connect_timeout=5,
+        health_check_interval=15,
+    )
+
+
+def memory_store(settings: Settings, client: aioredis.Redis) -> RedisMemoryStore:
+    return RedisMemoryStore(
+        client=client,
+        keys=RedisKeys(),
+        ttl_seconds=settings.memory_ttl_seconds,
+        trace_retention_seconds=settings.raw_trace_retention_days * DAY_SECONDS,
+        dedupe_ttl_seconds=settings.dedupe_ttl_seconds,
+    )
+
+
+@dataclass
+class Service:
+    """The running pieces of ``llm-bot run``."""
+
+    settings: Settings
+    redis: aioredis.Redis
+    model_client: AsyncOpenAI
+    store: RedisMemoryStore
+    consumer: EventConsumer
+
+    async def close(self) -> None:
+        await self.model_client.close()
+        await self.redis.aclose()
+
+
+def build_service(settings: Settings) -> Service:
+    """Wire the consumer, handler, graph, memory and model from settings."""
+    client = model_client(settings)
+    redis = redis_client(settings)
+    store = memory_store(settings, redis)
+    model = OpenAIChatModel(client=client, model=settings.openai_model, api=settings.api)
+    context = GraphContext(
+        memory=store,
+        model=model,
+        model_name=settings.openai_model,
+        bounds=WindowBounds(settings.memory_max_messages, settings.memory_max_chars),
+        system_prompt=settings.system_prompt,
+        clock=utc_now,
+    )
+    handler = EventHandler(
+        graph=build_graph(),
+        context=context,
+        eraser=Eraser(store=store),
+        max_body_bytes=settings.max_body_bytes,
+        log_content=settings.log_content,
+    )
+    consumer = EventConsumer(
+        amqp_url=settings.amqp_url.get_secret_value(),
+        topology=Topology.from_settings(settings),
+        handler=handler,
+        prefetch=settings.prefetch,
+    )
+    return Service(
+        settings=settings, redis=redis, model_client=client, store=store, consumer=consumer
+    )

@@ -1,0 +1,122 @@
+"""The ``llm-bot`` command line: run, demo, memory show|forget, schemas, fake-model."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from aio_pika.exceptions import AMQPConnectionError
+
+from llm_bot.adapters.redis_keys import RedisKeys
+from llm_bot.config import ConfigurationError, Settings, load_settings
+from llm_bot.contract.schema_export import stale_schemas, write_schemas
+from llm_bot.entrypoints import memory_cli
+from llm_bot.entrypoints.demo import run_demo
+from llm_bot.entrypoints.run import run_consumer
+from llm_bot.entrypoints.startup import DependencyUnavailable
+from llm_bot.fake_model import run_forever
+from llm_bot.logs import configure_logging
+from llm_bot.memory.working import ConversationKey
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="llm-bot",
+        description="Event-driven chat bot with layered conversation memory. "
+        "Configuration comes from the environment (see README).",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands.add_parser("run", help="consume InternalEventV2 events and publish candidates")
+    commands.add_parser("demo", help="a 3-turn conversation through RabbitMQ with a fake model")
+
+    memory = commands.add_parser("memory", help="inspect or erase memory")
+    memory_commands = memory.add_subparsers(dest="memory_command", required=True, metavar="ACTION")
+    show = memory_commands.add_parser("show", help="show a conversation's memory")
+    forget = memory_commands.add_parser("forget", help="erase a user's memory in a tenant")
+    for sub in (show, forget):
+        sub.add_argument("--tenant", required=True)
+        sub.add_argument("--user", required=True)
+    show.add_argument("--conversation", required=True)
+    show.add_argument("--json", action="store_true", help="print JSON instead of text")
+    forget.add_argument("--conversation", default="*", help="one conversation (default: all)")
+
+    schemas = commands.add_parser("schemas", help="write the JSON Schemas into schemas/")
+    schemas.add_argument("--dir", type=Path, default=Path("schemas"))
+    schemas.add_argument("--check", action="store_true", help="fail if the files are stale")
+
+    fake = commands.add_parser("fake-model", help="serve the fake OpenAI-compatible model")
+    fake.add_argument("--host", default="127.0.0.1")
+    fake.add_argument("--port", type=int, default=8089)
+    fake.add_argument("--latency", type=float, default=0.0, help="seconds per reply")
+    return parser
+
+
+def _key(args: argparse.Namespace) -> ConversationKey:
+    key = ConversationKey(args.tenant, args.user, args.conversation)
+    RedisKeys().working_memory(key)  # validates the ids before any key is used
+    return key
+
+
+def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
+    if args.command == "run":
+        asyncio.run(run_consumer(settings))
+    elif args.command == "demo":
+        asyncio.run(run_demo(settings))
+    elif args.command == "memory":
+        if args.memory_command == "show":
+            data = asyncio.run(memory_cli.show_memory(settings, _key(args)))
+            text = json.dumps(data, indent=2, ensure_ascii=False) if args.json else None
+            print(text or memory_cli.render_memory(data))
+        else:
+            if args.conversation != "*":
+                _key(args)
+            deleted = asyncio.run(
+                memory_cli.forget_memory(settings, args.tenant, args.user, args.conversation)
+            )
+            print(f"erased {deleted} keys")
+    return 0
+
+
+def _offline_command(args: argparse.Namespace) -> int:
+    """Commands that need no settings: ``schemas`` and ``fake-model``."""
+    if args.command == "fake-model":
+        run_forever(args.host, args.port, args.latency, on_ready=print)
+        return 0
+    if args.check:
+        stale = stale_schemas(args.dir)
+        for name in stale:
+            print(f"stale: {args.dir / name} (run: make schemas)", file=sys.stderr)
+        return 1 if stale else 0
+    for path in write_schemas(args.dir):
+        print(f"wrote {path}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command in ("schemas", "fake-model"):
+        return _offline_command(args)
+    try:
+        settings = load_settings()
+        configure_logging(level=settings.log_level, fmt=settings.log_format)
+        return _dispatch(args, settings)
+    except (ConfigurationError, DependencyUnavailable, ValueError) as exc:
+        print(f"llm-bot: {exc}", file=sys.stderr)
+        return 2
+    except AMQPConnectionError as exc:
+        print(
+            f"llm-bot: RabbitMQ is not reachable at AMQP_URL ({type(exc).__name__}); "
+            "start RabbitMQ or set AMQP_URL",
+            file=sys.stderr,
+        )
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

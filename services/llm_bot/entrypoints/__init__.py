@@ -1,0 +1,1 @@
+"""Entry points: the broker consumer and the CLI commands."""

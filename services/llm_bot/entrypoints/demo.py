@@ -1,0 +1,132 @@
+"""``llm-bot demo``: a full conversation end to end through RabbitMQ, with no API key.
+
+Starts the project's fake OpenAI-compatible model, runs the consumer in-process on demo
+queue names (so a running ``llm-bot run`` is not disturbed), publishes a three-turn
+conversation as an integrator would, prints each CandidateV1, what the model was sent for
+the last turn, and the working memory at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from datetime import UTC, datetime
+
+import aio_pika
+from aio_pika.abc import AbstractIncomingMessage
+from pydantic import SecretStr
+
+from llm_bot.bootstrap import build_service
+from llm_bot.config import Settings
+from llm_bot.entrypoints.memory_cli import render_memory, show_memory
+from llm_bot.entrypoints.startup import check_redis
+from llm_bot.fake_model import FakeModelServer, RecordedRequest
+from llm_bot.memory.working import ConversationKey
+
+DEMO_PROMPTS = (
+    "Hi! I'm looking for a blue kettle for my kitchen.",
+    "How much does it cost, and can it be delivered on a weekend?",
+    "Remind me: what did I say I was looking for?",
+)
+CANDIDATE_WAIT_SECONDS = 30.0
+
+
+def demo_responder(request: RecordedRequest) -> str:
+    """A reply that shows what the model saw: how many earlier user turns were in context."""
+    users = [m for m in request.messages() if m.get("role") == "user"]
+    if not users:
+        return f"(fake model) I received: {request.prompt_text()[-160:]!r}"
+    earlier = [str(m.get("content", "")) for m in users[:-1]]
+    seen = "; ".join(f"{i + 1}) {text[:60]!r}" for i, text in enumerate(earlier)) or "none"
+    return (
+        f"(fake model) Earlier user turns in my context: {seen}. "
+        f"You just said: {str(users[-1].get('content', ''))[:80]!r}"
+    )
+
+
+def demo_settings(settings: Settings, base_url: str) -> Settings:
+    suffix = "demo"
+    return settings.model_copy(
+        update={
+            "openai_base_url": base_url,
+            "openai_api_key": SecretStr("demo"),
+            "api": settings.api,
+            "ingress_routing_key": f"internal.llmbot.{suffix}.v1",
+            "ingress_queue": f"llm-bot.{suffix}.internal.llmbot.v1",
+            "candidate_routing_key": f"internal.candidate.{suffix}.v1",
+            "error_routing_key": f"internal.llmbot.error.{suffix}.v1",
+            "dlq": f"llm-bot.{suffix}.internal.llmbot.v1.dlq",
+        }
+    )
+
+
+def demo_event(key: ConversationKey, text: str) -> dict[str, object]:
+    return {
+        "schema": "internal.event.v2",
+        "id": f"evt_{uuid.uuid4().hex}",
+        "type": "message",
+        "tenant_id": key.tenant_id,
+        "user_id": key.user_id,
+        "conversation_id": key.conversation_id,
+        "created_at": datetime.now(UTC).isoformat(),
+        "source": {"platform": "demo", "channel": "cli"},
+        "annotations": [{"kind": "prompt", "text": text, "lang": "en"}],
+    }
+
+
+async def run_demo(settings: Settings) -> None:
+    """Run the demo conversation and print it."""
+    async with FakeModelServer(responder=demo_responder) as fake:
+        settings = demo_settings(settings, fake.base_url)
+        service = build_service(settings)
+        await check_redis(service.redis)
+        await service.consumer.start()
+        key = ConversationKey("demo_tenant", "demo_user", f"demo_{uuid.uuid4().hex[:12]}")
+        connection = await aio_pika.connect_robust(settings.amqp_url.get_secret_value())
+        try:
+            channel = await connection.channel()
+            exchange = await channel.get_exchange(settings.ingress_exchange)
+            replies = await channel.declare_queue(exclusive=True, auto_delete=True)
+            await replies.bind(exchange, settings.candidate_routing_key)
+            inbox: asyncio.Queue[dict[str, object]] = asyncio.Queue()
+
+            async def collect(message: AbstractIncomingMessage) -> None:
+                async with message.process():
+                    await inbox.put(json.loads(message.body))
+
+            await replies.consume(collect)
+            print(f"conversation {key.conversation_id} (model: fake server at {fake.base_url})\n")
+            for turn, text in enumerate(DEMO_PROMPTS, start=1):
+                event = demo_event(key, text)
+                await exchange.publish(
+                    aio_pika.Message(
+                        json.dumps(event).encode(),
+                        content_type="application/json",
+                        delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+                        message_id=str(event["id"]),
+                        correlation_id=key.conversation_id,
+                    ),
+                    routing_key=settings.ingress_routing_key,
+                )
+                candidate = await asyncio.wait_for(inbox.get(), CANDIDATE_WAIT_SECONDS)
+                print(f"turn {turn}  user: {text}")
+                print(f"        bot:  {candidate['text']}")
+                print(
+                    f"        candidate {candidate['id']} turn={candidate['turn']} "
+                    f"usage={candidate['usage']} memory={candidate['memory']}\n"
+                )
+            last = fake.chat_requests()[-1] if fake.chat_requests() else fake.requests[-1]
+            print("what the model was sent for the last turn:")
+            for message in last.messages():
+                print(f"  {message.get('role')}: {str(message.get('content'))[:100]}")
+            print("\nworking memory at the end (llm-bot memory show):")
+            print(render_memory(await show_memory(settings, key)))
+        finally:
+            await service.consumer.stop(grace_seconds=5)
+            await service.close()
+            cleanup = await connection.channel()
+            await cleanup.queue_delete(settings.ingress_queue)
+            await cleanup.queue_delete(settings.dlq)
+            await connection.close()
+

@@ -1,0 +1,32 @@
+"""``llm-bot run``: the consumer process, until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+import structlog
+
+from llm_bot.bootstrap import build_service
+from llm_bot.config import Settings
+from llm_bot.entrypoints.startup import check_redis
+
+log = structlog.get_logger(__name__)
+
+
+async def run_consumer(settings: Settings) -> None:
+    """Start consuming; on SIGTERM/SIGINT drain within the grace period and exit."""
+    service = build_service(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await check_redis(service.redis)
+        await service.consumer.start()
+        log.info("service.ready", model=settings.openai_model, api=settings.api)
+        await stop.wait()
+        log.info("service.stopping", in_flight=service.consumer.in_flight)
+        await service.consumer.stop(grace_seconds=settings.shutdown_grace_seconds)
+    finally:
+        await service.close()

@@ -1,0 +1,48 @@
+"""structlog configuration: JSON lines by default, a console renderer for humans.
+
+Events are key-value (``log.info("candidate.published", ...)``); per-event ids are bound
+with ``structlog.contextvars``. Message text is only logged by callers when
+``LLM_BOT_LOG_CONTENT=true``; secrets never are.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Literal
+
+import structlog
+
+LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
+
+
+def configure_logging(*, level: str = "info", fmt: Literal["json", "console"] = "json") -> None:
+    """Configure structlog (and the stdlib root logger, for libraries) once at start."""
+    numeric = LEVELS.get(level, logging.INFO)
+    shared: list[structlog.types.Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.StackInfoRenderer(),
+        structlog.processors.format_exc_info,
+    ]
+    renderer: structlog.types.Processor = (
+        structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer()
+    )
+    structlog.configure(
+        processors=[*shared, renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+    logging.basicConfig(
+        level=max(numeric, logging.WARNING),
+        stream=sys.stderr,
+        format="%(levelname)s %(name)s %(message)s",
+        force=True,
+    )

@@ -1,0 +1,1 @@
+"""Service layer: turns a delivery into a command, runs it, and names the outcome."""
