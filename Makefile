@@ -1,0 +1,67 @@
+# llm-bot — the front door. `make help` lists the targets.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | sort | \
+		awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+.PHONY: install
+install: $(STAMP) ## create .venv and install llm-bot with its dev tools (pinned by constraints.txt)
+
+.PHONY: run
+run: $(STAMP) ## run the consumer (needs RabbitMQ, Redis and OPENAI_API_KEY or OPENAI_BASE_URL)
+	$(BIN)/llm-bot run
+
+.PHONY: demo
+demo: $(STAMP) ## a 3-turn conversation through RabbitMQ against the built-in fake model
+	LLM_BOT_LOG_LEVEL=$${LLM_BOT_LOG_LEVEL:-warning} LLM_BOT_LOG_FORMAT=$${LLM_BOT_LOG_FORMAT:-console} $(BIN)/llm-bot demo
+
+.PHONY: fake-model
+fake-model: $(STAMP) ## serve the fake OpenAI-compatible model on :8089 (for make run without a key)
+	$(BIN)/llm-bot fake-model --port 8089
+
+.PHONY: test
+test: $(STAMP) ## run the whole suite against real RabbitMQ and Redis
+	$(BIN)/pytest
+
+.PHONY: test-unit
+test-unit: $(STAMP) ## unit tests only (no services needed)
+	$(BIN)/pytest tests/unit
+
+.PHONY: lint
+lint: $(STAMP) ## ruff (lint + format check), mypy --strict, schema drift check
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/llm-bot schemas --check
+
+.PHONY: format
+format: $(STAMP) ## apply ruff fixes and formatting
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+.PHONY: schemas
+schemas: $(STAMP) ## regenerate the JSON Schemas in schemas/ from the pydantic models
+	$(BIN)/llm-bot schemas
+
+.PHONY: lock
+lock: $(STAMP) ## refresh constraints.txt from the current environment
+	{ echo '# Known-good versions for CI and dev (pip install -c constraints.txt). Regenerate with `make lock`.'; \
+	  $(BIN)/pip freeze --exclude-editable | grep -v '^llm-bot'; } > constraints.txt
+
+.PHONY: clean
+clean: ## remove the virtualenv and caches
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis build *.egg-info

@@ -1,0 +1,43 @@
+"""Shared fixtures: the real services, the fake model, settings unique to each test."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import pytest
+
+from llm_bot.config import Settings
+from llm_bot.fake_model import FakeModelServer
+from tests.support.harness import test_settings
+from tests.support.services import DEFAULT_AMQP_URL, DEFAULT_REDIS_URL, ServiceUrls, real_services
+
+
+@pytest.fixture(scope="session")
+def service_urls() -> Iterator[ServiceUrls]:
+    """Real RabbitMQ and Redis (configured, else testcontainers); fails loudly, never skips."""
+    try:
+        with real_services(
+            os.environ.get("AMQP_URL", DEFAULT_AMQP_URL),
+            os.environ.get("REDIS_URL", DEFAULT_REDIS_URL),
+        ) as urls:
+            yield urls
+    except RuntimeError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture
+async def fake_model() -> AsyncIterator[FakeModelServer]:
+    async with FakeModelServer() as server:
+        yield server
+
+
+@pytest.fixture
+def make_settings(
+    service_urls: ServiceUrls, fake_model: FakeModelServer
+) -> Callable[..., Settings]:
+    def factory(**overrides: Any) -> Settings:
+        return test_settings(service_urls, fake_model.base_url, **overrides)
+
+    return factory

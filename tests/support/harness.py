@@ -1,0 +1,164 @@
+"""A running llm-bot (in-process consumer) plus an integrator's view of the broker."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import aio_pika
+from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractIncomingMessage
+
+from llm_bot.bootstrap import Service, build_service
+from llm_bot.config import Settings, load_settings
+from llm_bot.entrypoints.startup import check_redis
+from tests.support.events import encode
+from tests.support.services import ServiceUrls
+
+
+def test_settings(urls: ServiceUrls, model_base_url: str, **overrides: Any) -> Settings:
+    """Settings with topology names unique to one test, so tests never share queues."""
+    suffix = uuid.uuid4().hex[:10]
+    values: dict[str, Any] = {
+        "amqp_url": urls.amqp_url,
+        "redis_url": urls.redis_url,
+        "openai_base_url": model_base_url,
+        "openai_api_key": "test-key",
+        "openai_model": "fake-model",
+        "openai_timeout_ms": 5000,
+        "ingress_routing_key": f"internal.llmbot.t{suffix}.v1",
+        "ingress_queue": f"llm-bot.test.{suffix}",
+        "candidate_routing_key": f"internal.candidate.t{suffix}.v1",
+        "error_routing_key": f"internal.llmbot.error.t{suffix}.v1",
+        "dlq": f"llm-bot.test.{suffix}.dlq",
+        "prefetch": 8,
+        "shutdown_grace_seconds": 5,
+    }
+    values.update(overrides)
+    return load_settings(**values)
+
+
+@dataclass
+class Received:
+    body: dict[str, Any]
+    message_id: str | None
+    correlation_id: str | None
+    headers: Mapping[str, Any]
+
+
+@dataclass
+class Integrator:
+    """Publishes events and collects candidates and errors, as an upstream service would."""
+
+    settings: Settings
+    channel: AbstractChannel
+    exchange: AbstractExchange
+    candidates: asyncio.Queue[Received] = field(default_factory=asyncio.Queue)
+    errors: asyncio.Queue[Received] = field(default_factory=asyncio.Queue)
+
+    async def publish(
+        self, event: dict[str, Any] | bytes, *, headers: Mapping[str, Any] | None = None
+    ) -> None:
+        body = event if isinstance(event, bytes) else encode(event)
+        message_id = None if isinstance(event, bytes) else str(event.get("id"))
+        await self.exchange.publish(
+            aio_pika.Message(
+                body,
+                content_type="application/json",
+                delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+                message_id=message_id,
+                headers=dict(headers or {}),
+            ),
+            routing_key=self.settings.ingress_routing_key,
+        )
+
+    async def next_candidate(self, within: float = 15.0) -> Received:
+        return await asyncio.wait_for(self.candidates.get(), within)
+
+    async def next_error(self, within: float = 15.0) -> Received:
+        return await asyncio.wait_for(self.errors.get(), within)
+
+    async def dead_letters(
+        self, expected: int, within: float = 15.0
+    ) -> list[AbstractIncomingMessage]:
+        """Wait until the DLQ holds ``expected`` messages; return (and ack) them."""
+        queue = await self.channel.declare_queue(self.settings.dlq, passive=True)
+        found: list[AbstractIncomingMessage] = []
+        async with asyncio.timeout(within):
+            while len(found) < expected:
+                message = await queue.get(fail=False)
+                if message is None:
+                    await asyncio.sleep(0.05)
+                    continue
+                await message.ack()
+                found.append(message)
+        return found
+
+    async def ingress_depth(self) -> int:
+        queue = await self.channel.declare_queue(self.settings.ingress_queue, passive=True)
+        return int(queue.declaration_result.message_count or 0)
+
+
+async def _collect(queue: asyncio.Queue[Received], message: AbstractIncomingMessage) -> None:
+    async with message.process():
+        await queue.put(
+            Received(
+                body=json.loads(message.body),
+                message_id=message.message_id,
+                correlation_id=message.correlation_id,
+                headers=dict(message.headers or {}),
+            )
+        )
+
+
+@asynccontextmanager
+async def integrator(settings: Settings) -> AsyncIterator[Integrator]:
+    connection = await aio_pika.connect_robust(settings.amqp_url.get_secret_value())
+    try:
+        channel = await connection.channel()
+        exchange = await channel.declare_exchange(
+            settings.ingress_exchange, aio_pika.ExchangeType.TOPIC, durable=True
+        )
+        client = Integrator(settings=settings, channel=channel, exchange=exchange)
+        for routing_key, inbox in (
+            (settings.candidate_routing_key, client.candidates),
+            (settings.error_routing_key, client.errors),
+        ):
+            queue = await channel.declare_queue(exclusive=True, auto_delete=True)
+            await queue.bind(exchange, routing_key)
+            await queue.consume(functools.partial(_collect, inbox))
+        yield client
+    finally:
+        with contextlib.suppress(Exception):
+            cleanup = await connection.channel()
+            await cleanup.queue_delete(settings.ingress_queue)
+            await cleanup.queue_delete(settings.dlq)
+        await connection.close()
+
+
+@asynccontextmanager
+async def running_service(settings: Settings) -> AsyncIterator[Service]:
+    service = build_service(settings)
+    await check_redis(service.redis)
+    await service.consumer.start()
+    try:
+        yield service
+    finally:
+        await service.consumer.stop(grace_seconds=5)
+        await service.close()
+
+
+@asynccontextmanager
+async def bot(settings: Settings) -> AsyncIterator[tuple[Service, Integrator]]:
+    """The service consuming plus an integrator bound to its candidate and error keys.
+
+    The integrator binds first so no candidate can be published before someone listens.
+    """
+    async with integrator(settings) as client, running_service(settings) as service:
+        yield service, client
