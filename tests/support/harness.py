@@ -13,7 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aio_pika
-from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractIncomingMessage
+from aio_pika.abc import (
+    AbstractChannel,
+    AbstractExchange,
+    AbstractIncomingMessage,
+    AbstractRobustConnection,
+)
 
 from llm_bot.bootstrap import Service, build_service
 from llm_bot.config import Settings, load_settings
@@ -57,6 +62,7 @@ class Integrator:
     """Publishes events and collects candidates and errors, as an upstream service would."""
 
     settings: Settings
+    connection: AbstractRobustConnection
     channel: AbstractChannel
     exchange: AbstractExchange
     candidates: asyncio.Queue[Received] = field(default_factory=asyncio.Queue)
@@ -100,6 +106,20 @@ class Integrator:
                 found.append(message)
         return found
 
+    async def wait_for_consumers(self, count: int = 1, within: float = 30.0) -> None:
+        """Wait until ``count`` consumers are on the ingress queue (a process started)."""
+        async with asyncio.timeout(within):
+            while True:
+                try:
+                    channel = await self.connection.channel()
+                    queue = await channel.declare_queue(self.settings.ingress_queue, passive=True)
+                    await channel.close()
+                    if (queue.declaration_result.consumer_count or 0) >= count:
+                        return
+                except aio_pika.exceptions.ChannelClosed:
+                    pass  # the queue does not exist yet
+                await asyncio.sleep(0.1)
+
     async def ingress_depth(self) -> int:
         queue = await self.channel.declare_queue(self.settings.ingress_queue, passive=True)
         return int(queue.declaration_result.message_count or 0)
@@ -125,7 +145,9 @@ async def integrator(settings: Settings) -> AsyncIterator[Integrator]:
         exchange = await channel.declare_exchange(
             settings.ingress_exchange, aio_pika.ExchangeType.TOPIC, durable=True
         )
-        client = Integrator(settings=settings, channel=channel, exchange=exchange)
+        client = Integrator(
+            settings=settings, connection=connection, channel=channel, exchange=exchange
+        )
         for routing_key, inbox in (
             (settings.candidate_routing_key, client.candidates),
             (settings.error_routing_key, client.errors),

@@ -15,12 +15,18 @@ from llm_bot.service.outcomes import EventIds
 
 _ID = re.compile(ID_PATTERN)
 _ID_FIELDS = ("id", "tenant_id", "user_id", "conversation_id")
+_MAP_FIELDS = frozenset({"metadata"})
+"""Free-form maps: their keys are input, so an error path never shows them."""
 
 
 def parse_event(body: bytes, *, max_bytes: int) -> InternalEventV2:
     """Validate size, encoding, JSON and schema; the error message says what is wrong."""
     if len(body) > max_bytes:
         raise InvalidEvent(f"body is {len(body)} bytes, over the {max_bytes}-byte limit")
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidEvent(f"body is not valid UTF-8 (byte {exc.start})") from exc
     try:
         return InternalEventV2.model_validate_json(body)
     except ValidationError as exc:
@@ -29,13 +35,23 @@ def parse_event(body: bytes, *, max_bytes: int) -> InternalEventV2:
 
 def _describe(exc: ValidationError) -> str:
     """One readable line: the first problems with their field paths, never input values."""
+    errors = exc.errors(include_input=False, include_url=False)
+    if errors and errors[0]["type"] == "json_invalid":
+        return f"invalid JSON: {errors[0]['msg'].removeprefix('Invalid JSON: ')}"
     parts = []
-    for error in exc.errors(include_input=False, include_url=False)[:3]:
-        where = ".".join(str(p) for p in error["loc"]) or "body"
+    for error in errors[:3]:
+        where = _path(error["loc"])
         parts.append(f"{where}: {error['msg']}")
     more = exc.error_count() - len(parts)
     suffix = f" (+{more} more)" if more > 0 else ""
     return "schema violation: " + "; ".join(parts) + suffix
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    parts = [str(p) for p in loc]
+    if len(parts) > 1 and parts[0] in _MAP_FIELDS:
+        parts[1] = "<key>"
+    return ".".join(parts) or "body"
 
 
 def readable_ids(body: bytes, *, max_bytes: int) -> EventIds | None:

@@ -1,0 +1,68 @@
+"""Tenants never see each other's memory; erasure removes one user's keys and no others."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from llm_bot.config import Settings
+from llm_bot.fake_model import FakeModelServer
+from llm_bot.memory.working import ConversationKey
+from tests.support.events import message_event, new_id
+from tests.support.harness import bot
+
+pytestmark = pytest.mark.integration
+
+
+async def test_same_user_and_conversation_ids_in_two_tenants_are_isolated(
+    make_settings: Callable[..., Settings], fake_model: FakeModelServer
+) -> None:
+    """Tenant B's first turn sees nothing of tenant A's conversation with the same ids."""
+    user, conv = new_id("u"), new_id("c")
+    async with bot(make_settings()) as (service, client):
+        await client.publish(
+            message_event(
+                tenant="tenant_a", user=user, conversation=conv, text="my secret code is 4711"
+            )
+        )
+        first = await client.next_candidate()
+        await client.publish(
+            message_event(
+                tenant="tenant_b", user=user, conversation=conv, text="what is my secret code?"
+            )
+        )
+        second = await client.next_candidate()
+        memory_b = await service.store.working_memory(ConversationKey("tenant_b", user, conv))
+    assert (first.body["turn"], second.body["turn"]) == (1, 1)
+    request_b = fake_model.chat_requests()[1]
+    assert "4711" not in request_b.prompt_text()
+    assert memory_b is not None
+    assert all("4711" not in m.content for m in memory_b.messages)
+
+
+async def test_memory_forget_erases_the_user_in_the_tenant_and_nothing_else(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """memory.forget with conversation '*' deletes every key of that user, only theirs."""
+    user, other_user, conv = new_id("u"), new_id("u"), new_id("c")
+    async with bot(make_settings()) as (service, client):
+        for tenant, who in (("tf_a", user), ("tf_a", other_user), ("tf_b", user)):
+            await client.publish(
+                message_event(tenant=tenant, user=who, conversation=conv, text="remember me")
+            )
+            await client.next_candidate()
+        before = set(await service.redis.keys("llmbot:*"))
+        forget = message_event(
+            tenant="tf_a", user=user, conversation="*", text=None, event_type="memory.forget"
+        )
+        await client.publish(forget)
+        await client.publish(
+            message_event(tenant="tf_b", user=user, conversation=new_id("c"), text="sync")
+        )
+        await client.next_candidate()
+        after = set(await service.redis.keys("llmbot:*"))
+    erased = {k for k in before if k.startswith(f"llmbot:{{tf_a|{user}}}".encode())}
+    assert erased
+    assert erased.isdisjoint(after)
+    assert (before - erased) <= after
