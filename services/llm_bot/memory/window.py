@@ -133,7 +133,10 @@ def reduce_window(
     if not merged:
         return WindowReduction((), (), 0, 0, 0, over_bounds=False)
     current_turn = max(message.turn for message in merged)
-    blocks = _eviction_blocks(merged)
+    # Oldest first by turn, not by position: a stale append (turns the window already
+    # evicted, re-sent after newer ones) must be evicted first, not kept after the current
+    # turn. In-order input is already in this order (a stable sort leaves it unchanged).
+    blocks = sorted(_eviction_blocks(merged), key=lambda block: max(m.turn for m in block))
     kept_chars = _chars(merged)
     kept_count = len(merged)
     by_chars = by_count = 0
