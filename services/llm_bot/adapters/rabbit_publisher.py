@@ -115,7 +115,9 @@ class RabbitPublisher:
                 message, routing_key, mandatory=mandatory, timeout=PUBLISH_TIMEOUT_SECONDS
             )
         except DeliveryError as exc:
-            raise PublishFailed(f"publish to {routing_key!r} was returned (unroutable) or nacked") from exc
+            raise PublishFailed(
+                f"publish to {routing_key!r} was returned (unroutable) or nacked"
+            ) from exc
         except (TimeoutError, PublishError, AMQPError, ConnectionError) as exc:
             raise PublishFailed(
                 f"publish to {routing_key!r} not confirmed: {type(exc).__name__}"

@@ -129,4 +129,3 @@ async def run_demo(settings: Settings) -> None:
             await cleanup.queue_delete(settings.ingress_queue)
             await cleanup.queue_delete(settings.dlq)
             await connection.close()
-
