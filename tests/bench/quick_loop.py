@@ -1,0 +1,69 @@
+"""Quick loop: end-to-end events/s of the in-process service with the fake model.
+
+Run by hand (not part of `make test`):
+
+    .venv/bin/python -m tests.bench.quick_loop --events 1000 --conversations 100 --latency 0
+
+Publishes N message events over C conversations through the real broker, waits for every
+candidate, and prints events/s and the per-event latency percentiles (publish → candidate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import time
+
+from llm_bot.fake_model import FakeModelServer
+from tests.support.events import message_event, new_id
+from tests.support.harness import bot, test_settings
+from tests.support.services import DEFAULT_AMQP_URL, DEFAULT_REDIS_URL, ServiceUrls
+
+
+async def run(events: int, conversations: int, latency: float, prefetch: int) -> None:
+    urls = ServiceUrls(
+        os.environ.get("AMQP_URL", DEFAULT_AMQP_URL), os.environ.get("REDIS_URL", DEFAULT_REDIS_URL)
+    )
+    async with FakeModelServer() as fake:
+        fake.set_latency(latency)
+        settings = test_settings(urls, fake.base_url, prefetch=prefetch, log_level="warning")
+        convs = [new_id("c") for _ in range(conversations)]
+        user = new_id("u")
+        async with bot(settings) as (_, client):
+            sent: dict[str, float] = {}
+            started = time.perf_counter()
+            for i in range(events):
+                event = message_event(
+                    tenant="bench", user=user, conversation=convs[i % conversations], text=f"m{i}"
+                )
+                sent[str(event["id"])] = time.perf_counter()
+                await client.publish(event)
+            latencies = []
+            for _ in range(events):
+                received = await client.next_candidate(within=120)
+                latencies.append(time.perf_counter() - sent[received.body["event_id"]])
+            elapsed = time.perf_counter() - started
+    latencies.sort()
+    p50 = statistics.median(latencies) * 1000
+    p99 = latencies[int(len(latencies) * 0.99) - 1] * 1000
+    print(
+        f"events={events} conversations={conversations} prefetch={prefetch} "
+        f"model_latency={latency * 1000:.0f}ms elapsed={elapsed:.2f}s "
+        f"events/s={events / elapsed:.1f} p50={p50:.1f}ms p99={p99:.1f}ms"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--events", type=int, default=1000)
+    parser.add_argument("--conversations", type=int, default=100)
+    parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--prefetch", type=int, default=32)
+    args = parser.parse_args()
+    asyncio.run(run(args.events, args.conversations, args.latency, args.prefetch))
+
+
+if __name__ == "__main__":
+    main()
