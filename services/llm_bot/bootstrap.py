@@ -14,6 +14,7 @@ from openai import AsyncOpenAI
 from llm_bot.adapters.openai_model import OpenAIChatModel
 from llm_bot.adapters.rabbit_topology import Topology
 from llm_bot.adapters.redis_keys import RedisKeys
+from llm_bot.adapters.redis_lease import RedisConversationLease
 from llm_bot.adapters.redis_memory import RedisMemoryStore
 from llm_bot.config import ConfigurationError, Settings
 from llm_bot.entrypoints.consumer import EventConsumer
@@ -22,6 +23,7 @@ from llm_bot.graph.state import GraphContext
 from llm_bot.memory.window import WindowBounds
 from llm_bot.service.erasure import Eraser
 from llm_bot.service.handler import EventHandler
+from llm_bot.service.retry import RetryPolicy
 
 KEYLESS_PLACEHOLDER = "not-needed"  # sent to keyless local servers, not a secret
 DAY_SECONDS = 86400
@@ -68,6 +70,12 @@ def memory_store(settings: Settings, client: aioredis.Redis) -> RedisMemoryStore
     )
 
 
+def lease_wait_seconds(settings: Settings) -> float:
+    """How long an event waits for its conversation's lease before a retry counts: long
+    enough for the holder's model call, its retries' first steps, and an expired lease."""
+    return max(60.0, 2 * settings.openai_timeout_seconds + settings.lease_seconds)
+
+
 @dataclass
 class Service:
     """The running pieces of ``llm-bot run``."""
@@ -100,7 +108,18 @@ def build_service(settings: Settings) -> Service:
     handler = EventHandler(
         graph=build_graph(),
         context=context,
+        lease=RedisConversationLease(
+            client=redis,
+            keys=RedisKeys(),
+            lease_seconds=settings.lease_seconds,
+            max_wait_seconds=lease_wait_seconds(settings),
+        ),
         eraser=Eraser(store=store),
+        retry=RetryPolicy(
+            max_attempts=settings.max_attempts,
+            base_delay=settings.retry_base_seconds,
+            max_delay=settings.retry_max_seconds,
+        ),
         max_body_bytes=settings.max_body_bytes,
         log_content=settings.log_content,
     )

@@ -56,6 +56,12 @@ class Settings(BaseSettings):
     prefetch: int = Field(32, ge=1, le=65535, validation_alias=_env("LLM_BOT_PREFETCH"))
     max_attempts: int = Field(5, ge=1, le=100, validation_alias=_env("LLM_BOT_MAX_ATTEMPTS"))
     max_body_bytes: int = Field(262144, ge=1024, validation_alias=_env("LLM_BOT_MAX_BODY_BYTES"))
+    retry_base_seconds: float = Field(
+        0.5, gt=0, validation_alias=_env("LLM_BOT_RETRY_BASE_SECONDS")
+    )
+    retry_max_seconds: float = Field(30.0, gt=0, validation_alias=_env("LLM_BOT_RETRY_MAX_SECONDS"))
+    lease_seconds: float = Field(15.0, ge=1, validation_alias=_env("LLM_BOT_LEASE_SECONDS"))
+    delivery_limit: int = Field(20, ge=1, validation_alias=_env("LLM_BOT_DELIVERY_LIMIT"))
     shutdown_grace_seconds: float = Field(
         20.0, ge=0, validation_alias=_env("LLM_BOT_SHUTDOWN_GRACE_SECONDS")
     )

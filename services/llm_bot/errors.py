@@ -65,6 +65,12 @@ class MemoryConflict(RetryableError):
     code = "memory_unavailable"
 
 
+class ConversationBusy(RetryableError):
+    """Another process held the conversation's lease for longer than the wait allows."""
+
+    code = "internal"
+
+
 class PublishFailed(RetryableError):
     """The broker did not confirm a publish."""
 

@@ -6,6 +6,7 @@ Adapters implement them by technology (``OpenAIChatModel``, ``RedisMemoryStore``
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -42,4 +43,15 @@ class MemoryStore(Protocol):
 
     async def commit(self, commit: MemoryCommit) -> int:
         """Write atomically, returning the new version; raises ``MemoryConflict``."""
+        ...
+
+
+class ConversationLease(Protocol):
+    """One event of a conversation at a time, across processes."""
+
+    def hold(self, key: ConversationKey) -> AbstractAsyncContextManager[str]:
+        """Wait for the lease and keep it while the block runs; yields the fencing token.
+
+        Raises ``ConversationBusy`` after waiting too long, ``MemoryUnavailable`` when the
+        store is down (both retryable)."""
         ...

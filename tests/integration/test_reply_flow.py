@@ -149,21 +149,38 @@ async def test_redelivered_event_is_answered_once_with_the_same_candidate(
     assert len(trace) == 2
 
 
-async def test_model_failure_publishes_error_and_dead_letters(
+async def test_transient_model_failures_are_retried_then_answered(
     make_settings: Callable[..., Settings], fake_model: FakeModelServer
 ) -> None:
-    """A failing model gives ErrorV1 (model_error) and a dead letter, and the consumer goes on."""
-    fake_model.script(Fault.status(500))
+    """429 and 500 are retried with backoff; the event is then answered once."""
+    fake_model.script(Fault.status(429), Fault.status(500), "third time lucky")
+    event = message_event(tenant="tretry", user=new_id("u"), conversation=new_id("c"), text="hi")
+    async with bot(make_settings(retry_base_seconds=0.02)) as (_, client):
+        await client.publish(event)
+        candidate = await client.next_candidate()
+    assert candidate.body["text"] == "third time lucky"
+    assert len(fake_model.chat_requests()) == 3
+    assert client.errors.empty()
+
+
+async def test_model_failing_every_attempt_publishes_error_and_dead_letters(
+    make_settings: Callable[..., Settings], fake_model: FakeModelServer
+) -> None:
+    """After LLM_BOT_MAX_ATTEMPTS transient failures: ErrorV1 model_error, dead letter, go on."""
+    fake_model.script(*[Fault.status(503)] * 3)
     tenant, user, conv = "tfail", new_id("u"), new_id("c")
     failing = message_event(tenant=tenant, user=user, conversation=conv, text="boom")
-    async with bot(make_settings()) as (_, client):
+    settings = make_settings(max_attempts=3, retry_base_seconds=0.02)
+    async with bot(settings) as (_, client):
         await client.publish(failing)
         error = await client.next_error()
         assert error.body["code"] == "model_error"
         assert error.body["event_id"] == failing["id"]
         assert error.body["schema"] == "llmbot.error.v1"
+        assert error.body["attempts"] == 3
         [dead] = await client.dead_letters(1)
         assert dead.headers["x-error-code"] == "model_error"
+        assert dead.headers["x-attempts"] == 3
         assert dead.message_id == failing["id"]
         await client.publish(
             message_event(tenant=tenant, user=user, conversation=conv, text="still there?")
@@ -171,6 +188,35 @@ async def test_model_failure_publishes_error_and_dead_letters(
         candidate = await client.next_candidate()
     assert candidate.body["text"] == "echo: still there?"
     assert candidate.body["turn"] == 1
+    assert len(fake_model.chat_requests()) == 4
+
+
+async def test_model_rejection_is_terminal_at_once(
+    make_settings: Callable[..., Settings], fake_model: FakeModelServer
+) -> None:
+    """A 4xx other than 408/409/429 cannot be fixed by retrying: one attempt, then terminal."""
+    fake_model.script(Fault.status(400, "bad request"))
+    event = message_event(tenant="trej", user=new_id("u"), conversation=new_id("c"), text="x")
+    async with bot(make_settings(retry_base_seconds=0.02)) as (_, client):
+        await client.publish(event)
+        error = await client.next_error()
+        [dead] = await client.dead_letters(1)
+    assert (error.body["code"], error.body["attempts"]) == ("model_error", 1)
+    assert dead.headers["x-attempts"] == 1
+    assert len(fake_model.chat_requests()) == 1
+
+
+async def test_model_timeout_is_retried_with_code_timeout(
+    make_settings: Callable[..., Settings], fake_model: FakeModelServer
+) -> None:
+    """A hanging model times out (OPENAI_TIMEOUT_MS); exhausted attempts give code timeout."""
+    fake_model.script(Fault.hang(30), Fault.hang(30))
+    event = message_event(tenant="tto", user=new_id("u"), conversation=new_id("c"), text="x")
+    settings = make_settings(openai_timeout_ms=300, max_attempts=2, retry_base_seconds=0.02)
+    async with bot(settings) as (_, client):
+        await client.publish(event)
+        error = await client.next_error()
+    assert (error.body["code"], error.body["attempts"]) == ("timeout", 2)
 
 
 async def test_events_of_many_conversations_are_all_answered_in_order(

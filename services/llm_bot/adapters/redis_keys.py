@@ -45,6 +45,10 @@ class RedisKeys:
     def raw_trace(self, key: ConversationKey) -> str:
         return f"{self.user_scope(key.tenant_id, key.user_id)}:trace:{self._conv(key)}"
 
+    def lease(self, key: ConversationKey) -> str:
+        """The conversation's processing lease (one holder at a time, across processes)."""
+        return f"{self.user_scope(key.tenant_id, key.user_id)}:lease:{self._conv(key)}"
+
     def processed_event(self, key: ConversationKey, event_id: str) -> str:
         scope = self.user_scope(key.tenant_id, key.user_id)
         return f"{scope}:evt:{_checked(event_id, 'event_id')}"

@@ -4,7 +4,8 @@ Per conversation: ``wm`` (JSON string, sliding TTL), ``meta`` (hash: last turn a
 version, raw-trace lifetime), ``trace`` (sorted set of every message, score
 ``turn * 1000 + seq``, raw-trace lifetime). Per event: ``evt`` (what it produced, dedupe
 lifetime). ``load`` is one pipelined round trip; ``commit`` is one atomic script that
-checks the version first (optimistic concurrency: no lost updates).
+checks the lease token (fencing: a holder whose lease expired cannot write) and the
+version (optimistic concurrency: no lost updates) before writing anything.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ from llm_bot.memory.working import (
 MAX_SEQ_PER_TURN = 1000
 
 _COMMIT = """
+if ARGV[8] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[8] then
+  return {'fenced', '0'}
+end
 if ARGV[5] ~= '' and redis.call('EXISTS', KEYS[4]) == 1 then
   return {'duplicate', '0'}
 end
@@ -110,7 +114,7 @@ class RedisMemoryStore:
             commit.processed.model_dump_json() if commit.processed else "",
             self._dedupe_ttl,
             self._trace_ttl,
-            "",
+            commit.lease_token or "",
         ]
         for message in commit.trace:
             args.extend((trace_score(message), message.model_dump_json()))
@@ -119,6 +123,7 @@ class RedisMemoryStore:
             self._keys.conversation_meta(key),
             self._keys.raw_trace(key),
             self._keys.processed_event(key, event_id) if event_id else self._keys.raw_trace(key),
+            self._keys.lease(key),
         ]
         try:
             status, value = cast("list[bytes]", await self._commit(keys=keys, args=args))

@@ -187,6 +187,7 @@ async def remember(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
             memory=memory,
             trace=tuple(state["turn_messages"]),
             processed=processed,
+            lease_token=state.get("lease_token"),
         )
     )
     log.info(

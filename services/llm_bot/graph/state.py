@@ -46,6 +46,7 @@ class GraphState(TypedDict, total=False):
     """State of one event's run; nodes return only the keys they change."""
 
     event: ChatEvent
+    lease_token: str | None
     route: Route
     recalled: Recalled
     turn: int

@@ -68,3 +68,4 @@ class MemoryCommit:
     memory: WorkingMemory
     trace: tuple[ChatMessage, ...]
     processed: ProcessedEvent | None
+    lease_token: str | None = None

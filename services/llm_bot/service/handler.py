@@ -1,8 +1,9 @@
 """The event handler: delivery in, outcome out. Knows nothing of aio-pika.
 
-Events of one conversation are processed one at a time within this process (an
-``asyncio.Lock`` per conversation); across processes the memory commit's version check
-refuses a lost update.
+Events of one conversation are processed one at a time: within this process by an
+``asyncio.Lock`` per conversation (FIFO, so in delivery order), across processes by a
+lease in Redis; the memory commit's fencing and version checks refuse a lost update even
+if a lease expired.
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ from typing import Any
 import structlog
 
 from llm_bot.contract import InternalEventV2
+from llm_bot.errors import LlmBotError, RetryableError
 from llm_bot.graph.builder import CompiledGraph
 from llm_bot.graph.state import ChatEvent, GraphContext
 from llm_bot.memory.working import ConversationKey
+from llm_bot.ports import ConversationLease
 from llm_bot.service.erasure import Eraser
 from llm_bot.service.outcomes import (
+    DeadLetter,
     Duplicate,
     EventIds,
     Outcome,
@@ -30,6 +34,7 @@ from llm_bot.service.outcomes import (
     outcome_for_error,
 )
 from llm_bot.service.parsing import parse_event, readable_ids
+from llm_bot.service.retry import RetryPolicy
 
 log = structlog.get_logger(__name__)
 
@@ -63,26 +68,35 @@ class _ConversationLocks:
 
 
 class EventHandler:
-    """Validates an event, routes it by type, runs the graph, names the outcome."""
+    """Validates an event, routes it by type, runs the graph, names the outcome.
+
+    Transient failures are retried in place with backoff (the delivery stays unacked, its
+    prefetch slot busy, other deliveries go on) while this process keeps the conversation
+    locked, so later events of the conversation wait behind the retried one.
+    """
 
     def __init__(
         self,
         *,
         graph: CompiledGraph,
         context: GraphContext,
+        lease: ConversationLease,
         eraser: Eraser,
+        retry: RetryPolicy,
         max_body_bytes: int,
         log_content: bool,
     ) -> None:
         self._graph = graph
         self._context = context
+        self._lease = lease
         self._eraser = eraser
+        self._retry = retry
         self._max_body_bytes = max_body_bytes
         self._log_content = log_content
         self._locks = _ConversationLocks()
 
     async def handle(self, delivery: Delivery) -> Outcome:
-        """Never raises: every failure becomes a ``DeadLetter`` outcome."""
+        """Never raises (but for cancellation): every failure becomes a ``DeadLetter``."""
         ids: EventIds | None = None
         try:
             event = parse_event(delivery.body, max_bytes=self._max_body_bytes)
@@ -93,21 +107,45 @@ class EventHandler:
                 conversation_id=event.conversation_id,
                 event_type=event.type,
             )
-            return await self._dispatch(event)
-        except Exception as exc:  # the one place errors become outcomes
+            return await self._with_retries(event, ids, first_attempt(delivery))
+        except Exception as exc:  # noqa: BLE001  # the one place errors become outcomes
             if ids is None:
                 ids = readable_ids(delivery.body, max_bytes=self._max_body_bytes)
-            outcome = outcome_for_error(exc, ids=ids, attempts=1)
-            log.warning(
-                "event.failed",
-                code=outcome.code,
-                error=outcome.message,
-                error_type=type(exc).__name__,
-                exc_info=outcome.code == "internal",
-            )
-            return outcome
+            return self._terminal(exc, ids, attempts=first_attempt(delivery))
 
-    async def _dispatch(self, event: InternalEventV2) -> Outcome:
+    def _terminal(self, exc: Exception, ids: EventIds | None, *, attempts: int) -> DeadLetter:
+        outcome = outcome_for_error(exc, ids=ids, attempts=attempts)
+        log.warning(
+            "event.failed",
+            code=outcome.code,
+            error=outcome.message,
+            error_type=type(exc).__name__,
+            attempts=attempts,
+            exc_info=outcome.code == "internal" and not isinstance(exc, LlmBotError),
+        )
+        return outcome
+
+    async def _with_retries(self, event: InternalEventV2, ids: EventIds, attempt: int) -> Outcome:
+        key = ConversationKey(event.tenant_id, event.user_id, event.conversation_id)
+        async with self._locks.hold(key):
+            while True:
+                try:
+                    return await self._dispatch(event, key)
+                except RetryableError as exc:
+                    if self._retry.exhausted(attempt):
+                        return self._terminal(exc, ids, attempts=attempt)
+                    delay = self._retry.delay(attempt)
+                    log.warning(
+                        "event.retrying",
+                        attempt=attempt,
+                        code=exc.code,
+                        error=str(exc),
+                        delay_seconds=round(delay, 3),
+                    )
+                    await asyncio.sleep(delay)
+                    attempt += 1
+
+    async def _dispatch(self, event: InternalEventV2, key: ConversationKey) -> Outcome:
         if event.type == "memory.forget":
             deleted = await self._eraser.forget(
                 event.tenant_id, event.user_id, event.conversation_id
@@ -115,7 +153,6 @@ class EventHandler:
             return Recorded(f"erased {deleted} keys")
         if event.type == "conversation.end":
             return Skipped("conversation.end: finalization runs in the memory worker")
-        key = ConversationKey(event.tenant_id, event.user_id, event.conversation_id)
         command = ChatEvent(
             event_id=event.id,
             type=event.type,
@@ -127,13 +164,27 @@ class EventHandler:
         )
         text_fields = {"text": command.text} if self._log_content else {}
         log.info("event.received", prompt_chars=len(command.text), **text_fields)
-        async with self._locks.hold(key):
-            state = await self._graph.ainvoke({"event": command}, context=self._context)
+        return await self._run_graph(command)
+
+    async def _run_graph(self, command: ChatEvent) -> Outcome:
+        async with self._lease.hold(command.key) as token:
+            state = await self._graph.ainvoke(
+                {"event": command, "lease_token": token}, context=self._context
+            )
         route = state["route"]
         if route == "skip":
             return Skipped("no prompt text")
         if route == "duplicate":
             return Duplicate(state.get("candidate"))
         if route == "tool":
-            return Recorded(f"{event.type} recorded in turn {state['turn']}")
+            return Recorded(f"{command.type} recorded in turn {state['turn']}")
         return Replied(state["candidate"])
+
+
+def first_attempt(delivery: Delivery) -> int:
+    """This delivery's attempt number: 1 + earlier deliveries (quorum ``x-delivery-count``)."""
+    try:
+        earlier = int(delivery.headers.get("x-delivery-count", 0) or 0)
+    except (TypeError, ValueError):
+        earlier = 0
+    return 1 + max(earlier, 0)

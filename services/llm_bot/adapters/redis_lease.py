@@ -1,0 +1,109 @@
+"""Per-conversation processing lease in Redis: one event of a conversation at a time,
+across every consumer process.
+
+A lease is ``SET key token NX PX ttl``, renewed every third of its lifetime while the
+holder works and released by compare-and-delete. A process that dies stops renewing, so
+its conversation is free again within one lease period (``LLM_BOT_LEASE_SECONDS``). The
+memory commit checks the token (fencing): a holder that lost its lease cannot write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import redis.asyncio as aioredis
+import structlog
+from redis.exceptions import RedisError
+
+from llm_bot.adapters.redis_keys import RedisKeys
+from llm_bot.errors import ConversationBusy, MemoryUnavailable
+from llm_bot.memory.working import ConversationKey
+
+log = structlog.get_logger(__name__)
+
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+POLL_MIN_SECONDS = 0.01
+POLL_MAX_SECONDS = 0.25
+
+
+class RedisConversationLease:
+    """The ``ConversationLease`` port on Redis."""
+
+    def __init__(
+        self,
+        *,
+        client: aioredis.Redis,
+        keys: RedisKeys,
+        lease_seconds: float,
+        max_wait_seconds: float,
+        holder: str | None = None,
+    ) -> None:
+        self._redis = client
+        self._keys = keys
+        self._ttl_ms = int(lease_seconds * 1000)
+        self._max_wait = max_wait_seconds
+        self._holder = holder or uuid.uuid4().hex[:12]
+        self._renew = client.register_script(_RENEW)
+        self._release = client.register_script(_RELEASE)
+
+    @asynccontextmanager
+    async def hold(self, key: ConversationKey) -> AsyncIterator[str]:
+        """Wait for the conversation's lease, keep it renewed, yield its token."""
+        name = self._keys.lease(key)
+        token = f"{self._holder}:{uuid.uuid4().hex}"
+        await self._acquire(name, token)
+        renewer = asyncio.create_task(self._keep_renewed(name, token))
+        try:
+            yield token
+        finally:
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewer
+            with contextlib.suppress(RedisError, OSError):
+                await self._release(keys=[name], args=[token])
+
+    async def _acquire(self, name: str, token: str) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._max_wait
+        pause = POLL_MIN_SECONDS
+        while True:
+            try:
+                if await self._redis.set(name, token, nx=True, px=self._ttl_ms):
+                    return
+            except (RedisError, OSError) as exc:
+                raise MemoryUnavailable(f"redis lease failed: {type(exc).__name__}") from exc
+            if loop.time() >= deadline:
+                raise ConversationBusy(
+                    f"conversation busy for over {self._max_wait:.0f}s (lease held elsewhere)"
+                )
+            await asyncio.sleep(pause * (0.5 + random.random() / 2))  # noqa: S311  # jitter, not cryptography
+            pause = min(pause * 2, POLL_MAX_SECONDS)
+
+    async def _keep_renewed(self, name: str, token: str) -> None:
+        interval = self._ttl_ms / 3000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                renewed = await self._renew(keys=[name], args=[token, self._ttl_ms])
+            except (RedisError, OSError):
+                log.warning("lease.renew_failed")
+                continue
+            if not renewed:
+                log.warning("lease.lost")
+                return
