@@ -66,6 +66,7 @@ class Settings(BaseSettings):
         20.0, ge=0, validation_alias=_env("LLM_BOT_SHUTDOWN_GRACE_SECONDS")
     )
     http_port: int = Field(9464, ge=0, le=65535, validation_alias=_env("LLM_BOT_HTTP_PORT"))
+    http_host: str = Field("0.0.0.0", min_length=1, validation_alias=_env("LLM_BOT_HTTP_HOST"))  # noqa: S104  # probes reach the pod's IP
 
     importance_threshold: float = Field(
         0.5, ge=0.0, le=1.0, validation_alias=_env("LLM_BOT_IMPORTANCE_THRESHOLD")

@@ -138,8 +138,10 @@ async def _collect(queue: asyncio.Queue[Received], message: AbstractIncomingMess
 
 
 @asynccontextmanager
-async def integrator(settings: Settings) -> AsyncIterator[Integrator]:
+async def integrator(settings: Settings, *, durable: bool = False) -> AsyncIterator[Integrator]:
+    """Capture queues are exclusive by default; ``durable`` ones survive a broker restart."""
     connection = await aio_pika.connect_robust(settings.amqp_url.get_secret_value())
+    captured: list[str] = []
     try:
         channel = await connection.channel()
         exchange = await channel.declare_exchange(
@@ -152,7 +154,14 @@ async def integrator(settings: Settings) -> AsyncIterator[Integrator]:
             (settings.candidate_routing_key, client.candidates),
             (settings.error_routing_key, client.errors),
         ):
-            queue = await channel.declare_queue(exclusive=True, auto_delete=True)
+            if durable:
+                name = f"{settings.ingress_queue}.captured.{routing_key}"
+                queue = await channel.declare_queue(
+                    name, durable=True, arguments={"x-queue-type": "quorum"}
+                )
+                captured.append(name)
+            else:
+                queue = await channel.declare_queue(exclusive=True, auto_delete=True)
             await queue.bind(exchange, routing_key)
             await queue.consume(functools.partial(_collect, inbox))
         yield client
@@ -161,6 +170,8 @@ async def integrator(settings: Settings) -> AsyncIterator[Integrator]:
             cleanup = await connection.channel()
             await cleanup.queue_delete(settings.ingress_queue)
             await cleanup.queue_delete(settings.dlq)
+            for name in captured:
+                await cleanup.queue_delete(name)
         await connection.close()
 
 

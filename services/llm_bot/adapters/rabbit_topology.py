@@ -27,6 +27,7 @@ class Topology:
     error_routing_key: str = "internal.llmbot.error.v1"
     dlx: str = "internal.dlx"
     dlq: str = "llm-bot.internal.llmbot.v1.dlq"
+    delivery_limit: int = 20
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Topology:
@@ -38,13 +39,18 @@ class Topology:
             error_routing_key=settings.error_routing_key,
             dlx=settings.dlx,
             dlq=settings.dlq,
+            delivery_limit=settings.delivery_limit,
         )
 
     def ingress_arguments(self) -> FieldTable:
+        """Quorum queue dead-lettering to the DLX. ``x-delivery-limit`` is the broker's
+        backstop for a message that kills its consumer again and again (the service's own
+        retries end far earlier, at ``LLM_BOT_MAX_ATTEMPTS``)."""
         return {
             "x-queue-type": "quorum",
             "x-dead-letter-exchange": self.dlx,
             "x-dead-letter-routing-key": self.ingress_routing_key,
+            "x-delivery-limit": self.delivery_limit,
         }
 
 

@@ -11,15 +11,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 
 import aio_pika
 import structlog
-from aio_pika.abc import AbstractIncomingMessage, AbstractQueue, AbstractRobustConnection
+from aio_pika.abc import (
+    AbstractIncomingMessage,
+    AbstractQueue,
+    AbstractRobustChannel,
+    AbstractRobustConnection,
+)
+from aiormq.exceptions import ChannelPreconditionFailed
 
 from llm_bot.adapters.rabbit_publisher import RabbitPublisher, trace_headers
 from llm_bot.adapters.rabbit_topology import Topology, declare_topology
+from llm_bot.entrypoints.startup import DependencyUnavailable
+from llm_bot.errors import PublishFailed
 from llm_bot.service.handler import Delivery, EventHandler
-from llm_bot.service.outcomes import DeadLetter, Duplicate, Outcome, Replied
+from llm_bot.service.outcomes import DeadLetter, Duplicate, EventIds, Outcome, Replied
+from llm_bot.service.retry import RetryPolicy
+
+PUBLISH_RETRY = RetryPolicy(max_attempts=3, base_delay=0.2, max_delay=2.0)
 
 log = structlog.get_logger(__name__)
 
@@ -40,6 +52,7 @@ class EventConsumer:
         self._handler = handler
         self._prefetch = prefetch
         self._connection: AbstractRobustConnection | None = None
+        self._channel: AbstractRobustChannel | None = None
         self._queue: AbstractQueue | None = None
         self._consumer_tag: str | None = None
         self._publisher: RabbitPublisher | None = None
@@ -49,14 +62,31 @@ class EventConsumer:
     def in_flight(self) -> int:
         return len(self._tasks)
 
+    def readiness(self) -> str | None:
+        """None when connected and consuming, else why not (for ``/readyz``)."""
+        if self._connection is None or self._consumer_tag is None:
+            return "not consuming"
+        if not self._connection.connected.is_set():
+            return "broker connection down (reconnecting)"
+        if self._channel is None or self._channel.is_closed:
+            return "broker channel closed (reopening)"
+        return None
+
     async def start(self) -> None:
         """Connect (robustly: reconnects and re-declares by itself), declare, consume."""
         self._connection = await aio_pika.connect_robust(
             self._amqp_url, client_properties={"connection_name": "llm-bot consumer"}
         )
         channel = await self._connection.channel(publisher_confirms=True, on_return_raises=True)
+        self._channel = channel
         await channel.set_qos(prefetch_count=self._prefetch)
-        declared = await declare_topology(channel, self._topology)
+        try:
+            declared = await declare_topology(channel, self._topology)
+        except ChannelPreconditionFailed as exc:
+            raise DependencyUnavailable(
+                f"RabbitMQ refused the topology ({exc.args[0] if exc.args else exc}); a queue "
+                "exists with other arguments: delete it or change it with a policy"
+            ) from exc
         self._publisher = RabbitPublisher(
             exchange=declared.exchange,
             dlx=declared.dlx,
@@ -105,15 +135,38 @@ class EventConsumer:
                 await message.nack(requeue=True)
             raise
         except Exception:
+            if self._channel_closed():
+                # The delivery died with its channel: the broker redelivers it, and the
+                # processed record makes the redelivery republish the same candidate.
+                log.warning("delivery.left_for_redelivery", exc_info=True)
+                return
             log.exception("delivery.action_failed")
             with contextlib.suppress(Exception):
                 await message.reject(requeue=False)
 
     async def _act(self, message: AbstractIncomingMessage, outcome: Outcome) -> None:
-        publisher = self._publisher
-        assert publisher is not None  # noqa: S101  # set in start() before consuming
-        headers = trace_headers(message.headers or {})
+        """Publish what the outcome needs (confirmed, retried briefly), then ack.
+
+        If a publish keeps failing on a live channel (for example an unroutable candidate),
+        the event is dead-lettered with code ``internal``; its memory stays committed, so a
+        replay republishes the same candidate.
+        """
+        try:
+            await self._with_publish_retries(lambda: self._publish(message, outcome))
+        except PublishFailed as exc:
+            if self._channel_closed():
+                raise
+            log.warning("outcome.publish_failed", error=str(exc), outcome=outcome.name)
+            failure = DeadLetter(
+                code="internal", message=str(exc), attempts=1, ids=_ids_of(outcome)
+            )
+            await self._with_publish_retries(lambda: self._dead_letter(message, failure))
+        await message.ack()
+
+    async def _publish(self, message: AbstractIncomingMessage, outcome: Outcome) -> None:
+        publisher = self._require_publisher()
         if isinstance(outcome, Replied | Duplicate) and outcome.candidate is not None:
+            headers = trace_headers(message.headers or {})
             await publisher.publish_candidate(outcome.candidate, headers=headers)
             log.info(
                 "candidate.published",
@@ -122,13 +175,49 @@ class EventConsumer:
                 outcome=outcome.name,
             )
         elif isinstance(outcome, DeadLetter):
-            error = outcome.error_event()
-            if error is not None:
-                await publisher.publish_error(error, headers=headers)
-            await publisher.dead_letter(
-                message, code=outcome.code, reason=outcome.message, attempts=outcome.attempts
-            )
-            log.warning("event.dead_lettered", code=outcome.code, attempts=outcome.attempts)
+            await self._dead_letter(message, outcome)
         else:
             log.info("event.acked", outcome=outcome.name)
-        await message.ack()
+
+    async def _dead_letter(self, message: AbstractIncomingMessage, outcome: DeadLetter) -> None:
+        publisher = self._require_publisher()
+        error = outcome.error_event()
+        if error is not None:
+            await publisher.publish_error(error, headers=trace_headers(message.headers or {}))
+        await publisher.dead_letter(
+            message, code=outcome.code, reason=outcome.message, attempts=outcome.attempts
+        )
+        log.warning("event.dead_lettered", code=outcome.code, attempts=outcome.attempts)
+
+    async def _with_publish_retries(self, action: Callable[[], Awaitable[None]]) -> None:
+        attempt = 1
+        while True:
+            try:
+                await action()
+            except PublishFailed:
+                if self._channel_closed() or PUBLISH_RETRY.exhausted(attempt):
+                    raise
+                await asyncio.sleep(PUBLISH_RETRY.delay(attempt))
+                attempt += 1
+            else:
+                return
+
+    def _channel_closed(self) -> bool:
+        return self._channel is None or self._channel.is_closed
+
+    def _require_publisher(self) -> RabbitPublisher:
+        if self._publisher is None:
+            raise RuntimeError("consumer not started")
+        return self._publisher
+
+
+def _ids_of(outcome: Outcome) -> EventIds | None:
+    """The ids of the event behind an outcome, when it carries them."""
+    if isinstance(outcome, DeadLetter):
+        return outcome.ids
+    candidate = getattr(outcome, "candidate", None)
+    if candidate is None:
+        return None
+    return EventIds(
+        candidate.event_id, candidate.tenant_id, candidate.user_id, candidate.conversation_id
+    )

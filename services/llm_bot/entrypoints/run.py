@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import Awaitable, Callable
 
 import structlog
 
 from llm_bot.bootstrap import build_service
 from llm_bot.config import Settings
-from llm_bot.entrypoints.startup import check_redis
+from llm_bot.entrypoints.http_server import HealthServer
+from llm_bot.entrypoints.startup import check_redis, redis_readiness
 
 log = structlog.get_logger(__name__)
 
@@ -21,12 +23,31 @@ async def run_consumer(settings: Settings) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    health = HealthServer(
+        host=settings.http_host,
+        port=settings.http_port,
+        checks={
+            "broker": _async(service.consumer.readiness),
+            "redis": lambda: redis_readiness(service.redis),
+        },
+    )
     try:
         await check_redis(service.redis)
+        await health.start()
         await service.consumer.start()
-        log.info("service.ready", model=settings.openai_model, api=settings.api)
+        log.info(
+            "service.ready", model=settings.openai_model, api=settings.api, http_port=health.port
+        )
         await stop.wait()
         log.info("service.stopping", in_flight=service.consumer.in_flight)
         await service.consumer.stop(grace_seconds=settings.shutdown_grace_seconds)
     finally:
+        await health.stop()
         await service.close()
+
+
+def _async(check: Callable[[], str | None]) -> Callable[[], Awaitable[str | None]]:
+    async def wrapped() -> str | None:
+        return check()
+
+    return wrapped

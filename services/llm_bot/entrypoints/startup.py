@@ -18,3 +18,12 @@ async def check_redis(client: aioredis.Redis) -> None:
             f"Redis is not reachable at REDIS_URL ({type(exc).__name__}); start Redis or set "
             "REDIS_URL"
         ) from exc
+
+
+async def redis_readiness(client: aioredis.Redis) -> str | None:
+    """Readiness check: None when Redis answers PING."""
+    try:
+        await client.ping()
+    except (RedisError, OSError) as exc:
+        return f"redis unavailable: {type(exc).__name__}"
+    return None
