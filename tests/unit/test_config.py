@@ -10,7 +10,7 @@ from pydantic import SecretStr
 
 from llm_bot.config import ConfigurationError, Settings, load_settings
 
-PASSWORD = "s3cr3t-Pa55word"  # noqa: S105  # planted to check it is never shown
+PASSWORD = "s3cr3t-Pa55word"  # planted to check it is never shown
 
 # Every variable of the SPEC section 7 table, plus LLM_BOT_SHUTDOWN_GRACE_SECONDS (section 4):
 # (variable, setting, default).

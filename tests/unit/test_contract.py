@@ -16,7 +16,7 @@ from llm_bot.service.outcomes import EventIds
 from llm_bot.service.parsing import parse_event, readable_ids
 
 MAX_BYTES = 262_144
-SECRET = "sk-live-PLANTED-7f3a9c1e5b"  # noqa: S105  # a value that must never be echoed
+SECRET = "sk-live-PLANTED-7f3a9c1e5b"  # a value that must never be echoed
 
 
 def spec_event(**changes: Any) -> dict[str, Any]:
