@@ -7,10 +7,11 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
+import redis
 
 from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
-from tests.support.harness import test_settings
+from tests.support.harness import TEST_KEY_PREFIX, test_settings
 from tests.support.services import DEFAULT_AMQP_URL, DEFAULT_REDIS_URL, ServiceUrls, real_services
 
 
@@ -25,6 +26,19 @@ def service_urls() -> Iterator[ServiceUrls]:
             yield urls
     except RuntimeError as exc:
         pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _remove_test_keys(service_urls: ServiceUrls) -> Iterator[None]:
+    """Every Redis key the session wrote (under its own prefix) is removed at the end."""
+    yield
+    client = redis.Redis.from_url(service_urls.redis_url)
+    try:
+        names = list(client.scan_iter(match=f"{TEST_KEY_PREFIX}:*", count=1000))
+        for start in range(0, len(names), 500):
+            client.unlink(*names[start : start + 500])
+    finally:
+        client.close()
 
 
 @pytest.fixture

@@ -63,7 +63,7 @@ def redis_client(settings: Settings) -> aioredis.Redis:
 def memory_store(settings: Settings, client: aioredis.Redis) -> RedisMemoryStore:
     return RedisMemoryStore(
         client=client,
-        keys=RedisKeys(),
+        keys=RedisKeys(prefix=settings.redis_key_prefix),
         ttl_seconds=settings.memory_ttl_seconds,
         trace_retention_seconds=settings.raw_trace_retention_days * DAY_SECONDS,
         dedupe_ttl_seconds=settings.dedupe_ttl_seconds,
@@ -110,7 +110,7 @@ def build_service(settings: Settings) -> Service:
         context=context,
         lease=RedisConversationLease(
             client=redis,
-            keys=RedisKeys(),
+            keys=RedisKeys(prefix=settings.redis_key_prefix),
             lease_seconds=settings.lease_seconds,
             max_wait_seconds=lease_wait_seconds(settings),
         ),

@@ -1,4 +1,5 @@
-"""The ``llm-bot`` command line: run, demo, memory show|forget, schemas, fake-model."""
+"""The ``llm-bot`` command line: run, demo, memory show|forget, dlq list|replay, schemas,
+fake-model."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from aio_pika.exceptions import AMQPConnectionError
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.config import ConfigurationError, Settings, load_settings
 from llm_bot.contract.schema_export import stale_schemas, write_schemas
-from llm_bot.entrypoints import memory_cli
+from llm_bot.entrypoints import dlq_cli, memory_cli
 from llm_bot.entrypoints.demo import run_demo
 from llm_bot.entrypoints.run import run_consumer
 from llm_bot.entrypoints.startup import DependencyUnavailable
@@ -44,6 +45,9 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true", help="print JSON instead of text")
     forget.add_argument("--conversation", default="*", help="one conversation (default: all)")
 
+    dlq = commands.add_parser("dlq", help="list or replay dead-lettered events")
+    _add_dlq_actions(dlq)
+
     schemas = commands.add_parser("schemas", help="write the JSON Schemas into schemas/")
     schemas.add_argument("--dir", type=Path, default=Path("schemas"))
     schemas.add_argument("--check", action="store_true", help="fail if the files are stale")
@@ -53,6 +57,33 @@ def _parser() -> argparse.ArgumentParser:
     fake.add_argument("--port", type=int, default=8089)
     fake.add_argument("--latency", type=float, default=0.0, help="seconds per reply")
     return parser
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _add_dlq_actions(dlq: argparse.ArgumentParser) -> None:
+    actions = dlq.add_subparsers(dest="dlq_command", required=True, metavar="ACTION")
+    show = actions.add_parser("list", help="show dead letters (non-destructive: nothing removed)")
+    show.add_argument(
+        "--limit", type=_positive_int, default=100, metavar="N", help="at most N (default 100)"
+    )
+    show.add_argument("--json", action="store_true", help="one JSON object per line")
+    replay = actions.add_parser("replay", help="move dead letters back to the ingress")
+    replay.add_argument(
+        "--limit", type=_positive_int, default=None, metavar="N", help="at most N (default all)"
+    )
+    replay.add_argument("--code", help="only this error code, e.g. model_error or broker:rejected")
+
+
+def _dlq(args: argparse.Namespace, settings: Settings) -> int:
+    if args.dlq_command == "list":
+        return dlq_cli.run_list(settings, limit=args.limit, as_json=args.json)
+    return dlq_cli.run_replay(settings, limit=args.limit, code=args.code)
 
 
 def _key(args: argparse.Namespace) -> ConversationKey:
@@ -66,6 +97,8 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         asyncio.run(run_consumer(settings))
     elif args.command == "demo":
         asyncio.run(run_demo(settings))
+    elif args.command == "dlq":
+        return _dlq(args, settings)
     elif args.command == "memory":
         if args.memory_command == "show":
             data = asyncio.run(memory_cli.show_memory(settings, _key(args)))

@@ -46,6 +46,11 @@ class Settings(BaseSettings):
     memory_max_messages: int = Field(8, ge=2, validation_alias=_env("LLM_BOT_MEMORY_MAX_MESSAGES"))
     memory_max_chars: int = Field(8000, ge=1, validation_alias=_env("LLM_BOT_MEMORY_MAX_CHARS"))
     memory_ttl_seconds: int = Field(1800, ge=1, validation_alias=_env("LLM_BOT_MEMORY_TTL_SECONDS"))
+    redis_key_prefix: str = Field(
+        "llmbot",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$",
+        validation_alias=_env("LLM_BOT_REDIS_KEY_PREFIX"),
+    )
     raw_trace_retention_days: int = Field(
         30, ge=1, validation_alias=_env("LLM_BOT_RAW_TRACE_RETENTION_DAYS")
     )

@@ -40,9 +40,15 @@ def configure_logging(*, level: str = "info", fmt: Literal["json", "console"] = 
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
-    logging.basicConfig(
-        level=max(numeric, logging.WARNING),
-        stream=sys.stderr,
-        format="%(levelname)s %(name)s %(message)s",
-        force=True,
+    # Libraries (aio-pika, aiormq, openai) log through the stdlib: render them the same
+    # way, so a JSON deployment gets only JSON lines (tracebacks folded into one field).
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[structlog.stdlib.add_logger_name, *shared],
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+        )
     )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(max(numeric, logging.WARNING))

@@ -18,7 +18,7 @@ import time
 
 from llm_bot.fake_model import FakeModelServer
 from tests.support.events import message_event, new_id
-from tests.support.harness import bot, test_settings
+from tests.support.harness import TEST_KEY_PREFIX, bot, test_settings
 from tests.support.services import DEFAULT_AMQP_URL, DEFAULT_REDIS_URL, ServiceUrls
 
 
@@ -31,7 +31,7 @@ async def run(events: int, conversations: int, latency: float, prefetch: int) ->
         settings = test_settings(urls, fake.base_url, prefetch=prefetch, log_level="warning")
         convs = [new_id("c") for _ in range(conversations)]
         user = new_id("u")
-        async with bot(settings) as (_, client):
+        async with bot(settings) as (service, client):
             sent: dict[str, float] = {}
             started = time.perf_counter()
             for i in range(events):
@@ -45,6 +45,8 @@ async def run(events: int, conversations: int, latency: float, prefetch: int) ->
                 received = await client.next_candidate(within=120)
                 latencies.append(time.perf_counter() - sent[received.body["event_id"]])
             elapsed = time.perf_counter() - started
+        async for name in service.redis.scan_iter(match=f"{TEST_KEY_PREFIX}:*", count=1000):
+            await service.redis.unlink(name)
     latencies.sort()
     p50 = statistics.median(latencies) * 1000
     p99 = latencies[int(len(latencies) * 0.99) - 1] * 1000

@@ -15,29 +15,16 @@ from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
 from tests.support.events import message_event, new_id
 from tests.support.harness import integrator
+from tests.support.processes import free_port, settings_env
 
 pytestmark = pytest.mark.e2e
 
-ENV_NAMES = {
-    "amqp_url": "AMQP_URL",
-    "redis_url": "REDIS_URL",
-    "openai_base_url": "OPENAI_BASE_URL",
-    "openai_model": "OPENAI_MODEL",
-    "ingress_routing_key": "LLM_BOT_INGRESS_ROUTING_KEY",
-    "ingress_queue": "LLM_BOT_INGRESS_QUEUE",
-    "candidate_routing_key": "LLM_BOT_CANDIDATE_ROUTING_KEY",
-    "error_routing_key": "LLM_BOT_ERROR_ROUTING_KEY",
-    "dlq": "LLM_BOT_DLQ",
-}
-
 
 def process_env(settings: Settings) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_BOT_", "OPENAI_"))}
-    for field, name in ENV_NAMES.items():
-        value = getattr(settings, field)
-        env[name] = value.get_secret_value() if hasattr(value, "get_secret_value") else str(value)
+    env = settings_env(settings)
     env["OPENAI_API_KEY"] = "sk-test-should-never-be-logged"
     env["LLM_BOT_LOG_FORMAT"] = "json"
+    env["LLM_BOT_HTTP_PORT"] = str(free_port())
     return env
 
 

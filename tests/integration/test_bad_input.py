@@ -41,8 +41,7 @@ async def test_event_without_prompt_text_is_skipped_then_a_valid_one_answered(
         assert client.candidates.empty()
         assert client.errors.empty()
         assert await client.ingress_depth() == 0
-        dlq = await client.channel.declare_queue(client.settings.dlq, passive=True)
-        assert dlq.declaration_result.message_count == 0
+        assert await client.queue_depth(client.settings.dlq) == 0
     assert len(fake_model.chat_requests()) == 1
 
 
@@ -122,5 +121,6 @@ async def test_bad_ids_are_invalid_events(
         await client.publish(event)
         [dead] = await client.dead_letters(1)
         assert dead.headers["x-error-code"] == "invalid_event"
-        assert await service.redis.keys("llmbot:{tids|*") == []
+        prefix = service.settings.redis_key_prefix
+        assert await service.redis.keys(f"{prefix}:{{tids|*") == []
         await _still_answers(client)

@@ -52,7 +52,8 @@ async def test_memory_forget_erases_the_user_in_the_tenant_and_nothing_else(
                 message_event(tenant=tenant, user=who, conversation=conv, text="remember me")
             )
             await client.next_candidate()
-        before = set(await service.redis.keys("llmbot:*"))
+        prefix = service.settings.redis_key_prefix
+        before = set(await service.redis.keys(f"{prefix}:*"))
         forget = message_event(
             tenant="tf_a", user=user, conversation="*", text=None, event_type="memory.forget"
         )
@@ -61,8 +62,8 @@ async def test_memory_forget_erases_the_user_in_the_tenant_and_nothing_else(
             message_event(tenant="tf_b", user=user, conversation=new_id("c"), text="sync")
         )
         await client.next_candidate()
-        after = set(await service.redis.keys("llmbot:*"))
-    erased = {k for k in before if k.startswith(f"llmbot:{{tf_a|{user}}}".encode())}
+        after = set(await service.redis.keys(f"{prefix}:*"))
+    erased = {k for k in before if k.startswith(f"{prefix}:{{tf_a|{user}}}".encode())}
     assert erased
     assert erased.isdisjoint(after)
     assert (before - erased) <= after

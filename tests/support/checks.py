@@ -63,5 +63,4 @@ async def assert_memory_turns_exactly_once(
 
 
 async def dlq_depth(client: Integrator) -> int:
-    queue = await client.channel.declare_queue(client.settings.dlq, passive=True)
-    return int(queue.declaration_result.message_count or 0)
+    return await client.queue_depth(client.settings.dlq)

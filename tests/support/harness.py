@@ -26,11 +26,15 @@ from llm_bot.entrypoints.startup import check_redis
 from tests.support.events import encode
 from tests.support.services import ServiceUrls
 
+TEST_KEY_PREFIX = f"llmbot-test-{uuid.uuid4().hex[:8]}"
+"""Redis key prefix of this test session: its keys are removed when the session ends."""
+
 
 def test_settings(urls: ServiceUrls, model_base_url: str, **overrides: Any) -> Settings:
     """Settings with topology names unique to one test, so tests never share queues."""
     suffix = uuid.uuid4().hex[:10]
     values: dict[str, Any] = {
+        "redis_key_prefix": TEST_KEY_PREFIX,
         "amqp_url": urls.amqp_url,
         "redis_url": urls.redis_url,
         "openai_base_url": model_base_url,
@@ -120,9 +124,18 @@ class Integrator:
                     pass  # the queue does not exist yet
                 await asyncio.sleep(0.1)
 
+    async def queue_depth(self, name: str) -> int:
+        """Messages ready in a queue, asked on a fresh channel (robust channels cache
+        passive declarations, so their counts go stale)."""
+        channel = await self.connection.channel()
+        try:
+            queue = await channel.declare_queue(name, passive=True)
+            return int(queue.declaration_result.message_count or 0)
+        finally:
+            await channel.close()
+
     async def ingress_depth(self) -> int:
-        queue = await self.channel.declare_queue(self.settings.ingress_queue, passive=True)
-        return int(queue.declaration_result.message_count or 0)
+        return await self.queue_depth(self.settings.ingress_queue)
 
 
 async def _collect(queue: asyncio.Queue[Received], message: AbstractIncomingMessage) -> None:
