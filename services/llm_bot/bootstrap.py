@@ -10,7 +10,10 @@ from datetime import UTC, datetime
 
 import redis.asyncio as aioredis
 from openai import AsyncOpenAI
+from opentelemetry.sdk.trace import TracerProvider
+from prometheus_client import CollectorRegistry
 
+from llm_bot import __version__
 from llm_bot.adapters.openai_model import OpenAIChatModel
 from llm_bot.adapters.rabbit_topology import Topology
 from llm_bot.adapters.redis_keys import RedisKeys
@@ -24,6 +27,8 @@ from llm_bot.memory.window import WindowBounds
 from llm_bot.service.erasure import Eraser
 from llm_bot.service.handler import EventHandler
 from llm_bot.service.retry import RetryPolicy
+from llm_bot.telemetry.metrics import Metrics
+from llm_bot.telemetry.tracing import TRACER_NAME, build_tracer_provider
 
 KEYLESS_PLACEHOLDER = "not-needed"  # sent to keyless local servers, not a secret
 DAY_SECONDS = 86400
@@ -85,18 +90,38 @@ class Service:
     model_client: AsyncOpenAI
     store: RedisMemoryStore
     consumer: EventConsumer
+    metrics: Metrics
+    tracer_provider: TracerProvider
 
     async def close(self) -> None:
         await self.model_client.close()
         await self.redis.aclose()
+        self.tracer_provider.force_flush()
 
 
-def build_service(settings: Settings) -> Service:
-    """Wire the consumer, handler, graph, memory and model from settings."""
+def build_service(
+    settings: Settings,
+    *,
+    tracer_provider: TracerProvider | None = None,
+    registry: CollectorRegistry | None = None,
+) -> Service:
+    """Wire the consumer, handler, graph, memory, model and telemetry from settings.
+
+    Tests pass their own tracer provider (in-memory exporter) and metrics registry.
+    """
+    provider = tracer_provider or build_tracer_provider()
+    tracer = provider.get_tracer(TRACER_NAME, __version__)
+    metrics = Metrics(registry=registry or CollectorRegistry())
     client = model_client(settings)
     redis = redis_client(settings)
     store = memory_store(settings, redis)
-    model = OpenAIChatModel(client=client, model=settings.openai_model, api=settings.api)
+    model = OpenAIChatModel(
+        client=client,
+        model=settings.openai_model,
+        api=settings.api,
+        tracer=tracer,
+        metrics=metrics,
+    )
     context = GraphContext(
         memory=store,
         model=model,
@@ -104,6 +129,8 @@ def build_service(settings: Settings) -> Service:
         bounds=WindowBounds(settings.memory_max_messages, settings.memory_max_chars),
         system_prompt=settings.system_prompt,
         clock=utc_now,
+        tracer=tracer,
+        metrics=metrics,
     )
     handler = EventHandler(
         graph=build_graph(),
@@ -122,13 +149,22 @@ def build_service(settings: Settings) -> Service:
         ),
         max_body_bytes=settings.max_body_bytes,
         log_content=settings.log_content,
+        metrics=metrics,
     )
     consumer = EventConsumer(
         amqp_url=settings.amqp_url.get_secret_value(),
         topology=Topology.from_settings(settings),
         handler=handler,
         prefetch=settings.prefetch,
+        tracer=tracer,
+        metrics=metrics,
     )
     return Service(
-        settings=settings, redis=redis, model_client=client, store=store, consumer=consumer
+        settings=settings,
+        redis=redis,
+        model_client=client,
+        store=store,
+        consumer=consumer,
+        metrics=metrics,
+        tracer_provider=provider,
     )

@@ -13,6 +13,8 @@ from typing import Literal
 
 import structlog
 
+from llm_bot.telemetry.tracing import current_ids
+
 LEVELS = {
     "debug": logging.DEBUG,
     "info": logging.INFO,
@@ -21,11 +23,20 @@ LEVELS = {
 }
 
 
+def _add_trace_ids(
+    _: object, __: str, event: structlog.types.EventDict
+) -> structlog.types.EventDict:
+    """``trace_id``/``span_id`` of the current span, so logs and traces join up."""
+    event.update(current_ids())
+    return event
+
+
 def configure_logging(*, level: str = "info", fmt: Literal["json", "console"] = "json") -> None:
     """Configure structlog (and the stdlib root logger, for libraries) once at start."""
     numeric = LEVELS.get(level, logging.INFO)
     shared: list[structlog.types.Processor] = [
         structlog.contextvars.merge_contextvars,
+        _add_trace_ids,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         structlog.processors.StackInfoRenderer(),

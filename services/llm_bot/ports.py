@@ -29,7 +29,9 @@ class ModelReply:
 class ChatModel(Protocol):
     """Generates the assistant reply for an assembled context."""
 
-    async def complete(self, messages: Sequence[PromptMessage]) -> ModelReply:
+    async def complete(
+        self, messages: Sequence[PromptMessage], *, conversation_id: str | None = None
+    ) -> ModelReply:
         """Raise ``ModelUnavailable``/``ModelTimeout`` (retryable) or ``ModelRejected``."""
         ...
 

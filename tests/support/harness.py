@@ -189,8 +189,9 @@ async def integrator(settings: Settings, *, durable: bool = False) -> AsyncItera
 
 
 @asynccontextmanager
-async def running_service(settings: Settings) -> AsyncIterator[Service]:
-    service = build_service(settings)
+async def running_service(settings: Settings, **wiring: Any) -> AsyncIterator[Service]:
+    """``wiring``: ``tracer_provider`` / ``registry`` for ``build_service``."""
+    service = build_service(settings, **wiring)
     await check_redis(service.redis)
     await service.consumer.start()
     try:
@@ -201,10 +202,10 @@ async def running_service(settings: Settings) -> AsyncIterator[Service]:
 
 
 @asynccontextmanager
-async def bot(settings: Settings) -> AsyncIterator[tuple[Service, Integrator]]:
+async def bot(settings: Settings, **wiring: Any) -> AsyncIterator[tuple[Service, Integrator]]:
     """The service consuming plus an integrator bound to its candidate and error keys.
 
     The integrator binds first so no candidate can be published before someone listens.
     """
-    async with integrator(settings) as client, running_service(settings) as service:
+    async with integrator(settings) as client, running_service(settings, **wiring) as service:
         yield service, client

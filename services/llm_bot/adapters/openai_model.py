@@ -7,14 +7,18 @@ The SDK's own retries are off: retries are the service's decision (``LLM_BOT_MAX
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Literal
+from urllib.parse import urlsplit
 
 import openai
 from openai import AsyncOpenAI
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
 from llm_bot.errors import ModelRejected, ModelTimeout, ModelUnavailable
 from llm_bot.ports import ModelReply, PromptMessage
+from llm_bot.telemetry.metrics import Metrics
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 
@@ -32,17 +36,65 @@ class OpenAIChatModel:
         *,
         client: AsyncOpenAI,
         model: str,
+        tracer: Tracer,
+        metrics: Metrics,
         api: Literal["chat", "responses"] = "chat",
+        provider_name: str = "openai",
     ) -> None:
         self._client = client
         self._model = model
         self._api = api
+        self._tracer = tracer
+        self._metrics = metrics
+        self._provider = provider_name
+        url = urlsplit(str(client.base_url))
+        self._server = (url.hostname or "", url.port or (443 if url.scheme == "https" else 80))
 
     @property
     def model(self) -> str:
         return self._model
 
-    async def complete(self, messages: Sequence[PromptMessage]) -> ModelReply:
+    async def complete(
+        self, messages: Sequence[PromptMessage], *, conversation_id: str | None = None
+    ) -> ModelReply:
+        """One model request in a CLIENT span ``chat {model}`` (GenAI conventions)."""
+        attributes: dict[str, str | int] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": self._provider,
+            "gen_ai.request.model": self._model,
+            "server.address": self._server[0],
+            "server.port": self._server[1],
+        }
+        if conversation_id:
+            attributes["gen_ai.conversation.id"] = conversation_id
+        started = time.perf_counter()
+        with self._tracer.start_as_current_span(
+            f"chat {self._model}",
+            kind=SpanKind.CLIENT,
+            attributes=attributes,
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            try:
+                reply = await self._call(messages)
+            except Exception as exc:
+                self._metrics.model_request(
+                    api=self._api, ok=False, seconds=time.perf_counter() - started
+                )
+                span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+                span.set_attribute("error.type", type(exc).__name__)
+                raise
+            _record_usage(span, reply)
+            self._metrics.model_request(
+                api=self._api,
+                ok=True,
+                seconds=time.perf_counter() - started,
+                input_tokens=reply.input_tokens,
+                output_tokens=reply.output_tokens,
+            )
+            return reply
+
+    async def _call(self, messages: Sequence[PromptMessage]) -> ModelReply:
         try:
             if self._api == "responses":
                 return await self._responses(messages)
@@ -84,3 +136,9 @@ class OpenAIChatModel:
             input_tokens=usage.input_tokens if usage else 0,
             output_tokens=usage.output_tokens if usage else 0,
         )
+
+
+def _record_usage(span: Span, reply: ModelReply) -> None:
+    span.set_attribute("gen_ai.response.model", reply.model)
+    span.set_attribute("gen_ai.usage.input_tokens", reply.input_tokens)
+    span.set_attribute("gen_ai.usage.output_tokens", reply.output_tokens)

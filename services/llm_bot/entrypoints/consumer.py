@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable
 
 import aio_pika
@@ -22,14 +23,17 @@ from aio_pika.abc import (
     AbstractRobustConnection,
 )
 from aiormq.exceptions import ChannelPreconditionFailed
+from opentelemetry.trace import SpanKind, Tracer
 
-from llm_bot.adapters.rabbit_publisher import RabbitPublisher, trace_headers
+from llm_bot.adapters.rabbit_publisher import RabbitPublisher
 from llm_bot.adapters.rabbit_topology import Topology, declare_topology
 from llm_bot.entrypoints.startup import DependencyUnavailable
 from llm_bot.errors import PublishFailed
 from llm_bot.service.handler import Delivery, EventHandler
 from llm_bot.service.outcomes import DeadLetter, Duplicate, EventIds, Outcome, Replied
 from llm_bot.service.retry import RetryPolicy
+from llm_bot.telemetry.metrics import Metrics
+from llm_bot.telemetry.tracing import extract_context, inject_context
 
 PUBLISH_RETRY = RetryPolicy(max_attempts=3, base_delay=0.2, max_delay=2.0)
 
@@ -46,7 +50,11 @@ class EventConsumer:
         topology: Topology,
         handler: EventHandler,
         prefetch: int,
+        tracer: Tracer,
+        metrics: Metrics,
     ) -> None:
+        self._tracer = tracer
+        self._metrics = metrics
         self._amqp_url = amqp_url
         self._topology = topology
         self._handler = handler
@@ -122,14 +130,24 @@ class EventConsumer:
 
     async def _process(self, message: AbstractIncomingMessage) -> None:
         structlog.contextvars.clear_contextvars()
+        started = time.perf_counter()
+        self._metrics.in_flight.inc()
         try:
-            delivery = Delivery(
-                body=message.body,
-                headers=dict(message.headers or {}),
-                redelivered=bool(message.redelivered),
-            )
-            outcome = await self._handler.handle(delivery)
-            await self._act(message, outcome)
+            headers = dict(message.headers or {})
+            with self._tracer.start_as_current_span(
+                f"process {self._topology.exchange}:{self._topology.ingress_routing_key}",
+                context=extract_context(headers),
+                kind=SpanKind.CONSUMER,
+                attributes=self._consumer_attributes(message),
+            ) as span:
+                delivery = Delivery(
+                    body=message.body, headers=headers, redelivered=bool(message.redelivered)
+                )
+                outcome = await self._handler.handle(delivery)
+                span.set_attribute("llmbot.outcome", outcome.name)
+                await self._act(message, outcome)
+            code = outcome.code if isinstance(outcome, DeadLetter) else None
+            self._metrics.event_done(outcome.name, time.perf_counter() - started, code=code)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
                 await message.nack(requeue=True)
@@ -143,6 +161,26 @@ class EventConsumer:
             log.exception("delivery.action_failed")
             with contextlib.suppress(Exception):
                 await message.reject(requeue=False)
+        finally:
+            self._metrics.in_flight.dec()
+
+    def _consumer_attributes(self, message: AbstractIncomingMessage) -> dict[str, str | int]:
+        attributes: dict[str, str | int] = {
+            "messaging.system": "rabbitmq",
+            "messaging.operation.type": "process",
+            "messaging.operation.name": "process",
+            "messaging.destination.name": self._topology.exchange,
+            "messaging.rabbitmq.destination.routing_key": self._topology.ingress_routing_key,
+            "messaging.consumer.group.name": self._topology.ingress_queue,
+            "messaging.message.body.size": len(message.body),
+        }
+        if message.message_id:
+            attributes["messaging.message.id"] = message.message_id
+        if message.correlation_id:
+            attributes["messaging.message.conversation_id"] = message.correlation_id
+        if message.delivery_tag is not None:
+            attributes["messaging.rabbitmq.message.delivery_tag"] = message.delivery_tag
+        return attributes
 
     async def _act(self, message: AbstractIncomingMessage, outcome: Outcome) -> None:
         """Publish what the outcome needs (confirmed, retried briefly), then ack.
@@ -166,8 +204,23 @@ class EventConsumer:
     async def _publish(self, message: AbstractIncomingMessage, outcome: Outcome) -> None:
         publisher = self._require_publisher()
         if isinstance(outcome, Replied | Duplicate) and outcome.candidate is not None:
-            headers = trace_headers(message.headers or {})
-            await publisher.publish_candidate(outcome.candidate, headers=headers)
+            routing_key = self._topology.candidate_routing_key
+            with self._tracer.start_as_current_span(
+                f"publish {self._topology.exchange}:{routing_key}",
+                kind=SpanKind.PRODUCER,
+                attributes={
+                    "messaging.system": "rabbitmq",
+                    "messaging.operation.type": "send",
+                    "messaging.operation.name": "publish",
+                    "messaging.destination.name": self._topology.exchange,
+                    "messaging.rabbitmq.destination.routing_key": routing_key,
+                    "messaging.message.id": outcome.candidate.id,
+                    "messaging.message.conversation_id": outcome.candidate.conversation_id,
+                },
+            ):
+                headers: dict[str, object] = {}
+                inject_context(headers)
+                await publisher.publish_candidate(outcome.candidate, headers=headers)
             log.info(
                 "candidate.published",
                 candidate_id=outcome.candidate.id,
@@ -183,7 +236,9 @@ class EventConsumer:
         publisher = self._require_publisher()
         error = outcome.error_event()
         if error is not None:
-            await publisher.publish_error(error, headers=trace_headers(message.headers or {}))
+            headers: dict[str, object] = {}
+            inject_context(headers)
+            await publisher.publish_error(error, headers=headers)
         await publisher.dead_letter(
             message, code=outcome.code, reason=outcome.message, attempts=outcome.attempts
         )

@@ -1,4 +1,5 @@
-"""The operator's HTTP endpoints on ``LLM_BOT_HTTP_PORT``: ``/healthz`` and ``/readyz``.
+"""The operator's HTTP endpoints on ``LLM_BOT_HTTP_PORT``: ``/metrics``, ``/healthz``,
+``/readyz``.
 
 ``/healthz`` answers while the process's event loop runs. ``/readyz`` answers 200 only when
 every readiness check passes (connected to the broker and consuming, Redis answering) and
@@ -12,6 +13,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 ReadinessCheck = Callable[[], Awaitable[str | None]]
 """Returns None when ready, else a short reason."""
@@ -22,10 +24,18 @@ CHECK_TIMEOUT_SECONDS = 2.0
 class HealthServer:
     """A small aiohttp server; metrics join it later on the same port."""
 
-    def __init__(self, *, host: str, port: int, checks: Mapping[str, ReadinessCheck]) -> None:
+    def __init__(
+        self,
+        *,
+        host: str,
+        port: int,
+        checks: Mapping[str, ReadinessCheck],
+        registry: CollectorRegistry | None = None,
+    ) -> None:
         self._host = host
         self._port = port
         self._checks = dict(checks)
+        self._registry = registry
         self._runner: web.AppRunner | None = None
 
     @property
@@ -39,6 +49,8 @@ class HealthServer:
         app = web.Application()
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
+        if self._registry is not None:
+            app.router.add_get("/metrics", self._metrics)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         await web.TCPSite(self._runner, self._host, self._port).start()
@@ -47,6 +59,12 @@ class HealthServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+    async def _metrics(self, _: web.Request) -> web.Response:
+        assert self._registry is not None  # noqa: S101  # the route exists only with a registry
+        return web.Response(
+            body=generate_latest(self._registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
+        )
 
     async def _healthz(self, _: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})

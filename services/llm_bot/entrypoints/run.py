@@ -30,6 +30,7 @@ async def run_consumer(settings: Settings) -> None:
             "broker": _async(service.consumer.readiness),
             "redis": lambda: redis_readiness(service.redis),
         },
+        registry=service.metrics.registry,
     )
     try:
         await check_redis(service.redis)

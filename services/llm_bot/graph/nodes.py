@@ -12,7 +12,7 @@ from llm_bot.contract.messages import candidate_id
 from llm_bot.graph.state import ChatEvent, GraphContext, GraphState
 from llm_bot.memory.context import assemble_context, estimate_tokens
 from llm_bot.memory.messages import ChatMessage, ToolCall
-from llm_bot.memory.window import WindowAppend
+from llm_bot.memory.window import WindowAppend, reduce_window
 from llm_bot.memory.working import MemoryCommit, ProcessedEvent, WorkingMemory
 
 log = structlog.get_logger(__name__)
@@ -105,7 +105,8 @@ async def call_model(state: GraphState, runtime: Runtime[GraphContext]) -> Updat
         summary=state["recalled"].memory.summary,
         window=state["messages"],
     )
-    reply = await ctx.model.complete(prompt)
+    ctx.metrics.window_messages.observe(len(state["messages"]))
+    reply = await ctx.model.complete(prompt, conversation_id=state["event"].key.conversation_id)
     log.info(
         "model.replied",
         model=reply.model,
@@ -160,9 +161,13 @@ async def remember(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
     ctx = runtime.context
     event, recalled = state["event"], state["recalled"]
     window = tuple(state["messages"])
-    kept = {m.id for m in window}
-    seen = (*recalled.memory.messages, *state["turn_messages"])
-    evicted_turns = {m.turn for m in seen if m.id not in kept}
+    # The same pure reduction the state reducer applied, for what it evicted and why.
+    reduction = reduce_window(recalled.memory.messages, state["turn_messages"], ctx.bounds)
+    evicted_turns = set(reduction.evicted_turns)
+    if reduction.trimmed_by_chars:
+        ctx.metrics.trims.labels("chars").inc(reduction.trimmed_by_chars)
+    if reduction.trimmed_by_count:
+        ctx.metrics.trims.labels("count").inc(reduction.trimmed_by_count)
     session = dict(recalled.memory.session)
     if event.lang:
         session["language"] = event.lang

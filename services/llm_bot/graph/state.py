@@ -7,11 +7,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Literal, TypedDict
 
+from opentelemetry.trace import Tracer
+
 from llm_bot.contract import CandidateV1, ToolTrace
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.window import WindowBounds, bounded_messages
 from llm_bot.memory.working import ConversationKey, Recalled
 from llm_bot.ports import ChatModel, MemoryStore, ModelReply, PromptMessage
+from llm_bot.telemetry.metrics import Metrics
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,8 @@ class GraphContext:
     bounds: WindowBounds
     system_prompt: str
     clock: Callable[[], datetime]
+    tracer: Tracer
+    metrics: Metrics
 
 
 Route = Literal["skip", "duplicate", "tool", "reply"]

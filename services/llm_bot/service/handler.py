@@ -35,6 +35,7 @@ from llm_bot.service.outcomes import (
 )
 from llm_bot.service.parsing import parse_event, readable_ids
 from llm_bot.service.retry import RetryPolicy
+from llm_bot.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
 
@@ -85,7 +86,9 @@ class EventHandler:
         retry: RetryPolicy,
         max_body_bytes: int,
         log_content: bool,
+        metrics: Metrics,
     ) -> None:
+        self._metrics = metrics
         self._graph = graph
         self._context = context
         self._lease = lease
@@ -142,6 +145,7 @@ class EventHandler:
                         error=str(exc),
                         delay_seconds=round(delay, 3),
                     )
+                    self._metrics.retried()
                     await asyncio.sleep(delay)
                     attempt += 1
 

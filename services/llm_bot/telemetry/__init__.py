@@ -1,0 +1,1 @@
+"""Observability: Prometheus metrics and OpenTelemetry traces, passed in, never global."""

@@ -1,0 +1,128 @@
+"""Prometheus metrics of llm-bot (prefix ``llmbot_``, base units, counters end in ``_total``,
+no per-user or per-conversation labels), registered in a registry passed in."""
+
+from __future__ import annotations
+
+import platform
+import time
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from llm_bot import __version__
+
+LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120)
+WINDOW_BUCKETS = (0, 1, 2, 4, 6, 8, 12, 16, 24, 32, 64)
+OUTCOMES = ("ok", "skip", "duplicate", "retried", "dead_lettered")
+ERROR_CODES = ("invalid_event", "model_error", "memory_unavailable", "timeout", "internal")
+
+
+class Metrics:
+    """Every metric the service exports; one instance per process (or per test)."""
+
+    def __init__(self, *, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.events = Counter(
+            "llmbot_events",
+            "Events handled, by outcome (retried counts each retry).",
+            ["outcome"],
+            registry=registry,
+        )
+        self.event_duration = Histogram(
+            "llmbot_event_duration_seconds",
+            "Time from delivery to ack, by final outcome.",
+            ["outcome"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.in_flight = Gauge(
+            "llmbot_events_in_flight", "Deliveries being processed now.", registry=registry
+        )
+        self.model_duration = Histogram(
+            "llmbot_model_request_duration_seconds",
+            "Model requests, by API and result.",
+            ["api", "result"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.model_tokens = Counter(
+            "llmbot_model_tokens",
+            "Tokens reported by the provider, by type.",
+            ["type"],
+            registry=registry,
+        )
+        self.window_messages = Histogram(
+            "llmbot_memory_window_messages",
+            "Messages of the recent-message window sent to the model.",
+            buckets=WINDOW_BUCKETS,
+            registry=registry,
+        )
+        self.trims = Counter(
+            "llmbot_memory_trims",
+            "Messages evicted from the window by the reducer, by the bound that evicted them.",
+            ["reason"],
+            registry=registry,
+        )
+        self.compactions = Counter(
+            "llmbot_memory_compactions",
+            "Compaction runs of the memory worker, by result.",
+            ["result"],
+            registry=registry,
+        )
+        self.ltm_writes = Counter(
+            "llmbot_ltm_writes",
+            "Long-term memory items written, by kind.",
+            ["kind"],
+            registry=registry,
+        )
+        self.dead_letters = Counter(
+            "llmbot_dead_letters",
+            "Events dead-lettered, by error code.",
+            ["code"],
+            registry=registry,
+        )
+        self.last_processed = Gauge(
+            "llmbot_last_processed_timestamp_seconds",
+            "Unix time of the last event acked.",
+            registry=registry,
+        )
+        self.build_info = Gauge(
+            "llmbot_build_info",
+            "Build information (value 1).",
+            ["version", "python"],
+            registry=registry,
+        )
+        self.build_info.labels(__version__, platform.python_version()).set(1)
+        for outcome in OUTCOMES:  # present from the start, so rate() works from zero
+            self.events.labels(outcome)
+        for code in ERROR_CODES:
+            self.dead_letters.labels(code)
+        for reason in ("chars", "count"):
+            self.trims.labels(reason)
+        for kind in ("input", "output"):
+            self.model_tokens.labels(kind)
+
+    def event_done(self, outcome: str, seconds: float, *, code: str | None = None) -> None:
+        self.events.labels(outcome).inc()
+        self.event_duration.labels(outcome).observe(seconds)
+        self.last_processed.set(time.time())
+        if code is not None:
+            self.dead_letters.labels(code).inc()
+
+    def retried(self) -> None:
+        self.events.labels("retried").inc()
+
+    def model_request(
+        self, *, api: str, ok: bool, seconds: float, input_tokens: int = 0, output_tokens: int = 0
+    ) -> None:
+        self.model_duration.labels(api, "ok" if ok else "error").observe(seconds)
+        if input_tokens:
+            self.model_tokens.labels("input").inc(input_tokens)
+        if output_tokens:
+            self.model_tokens.labels("output").inc(output_tokens)
+
+    def window(self, *, sent: int, trimmed_by_chars: int, trimmed_by_count: int) -> None:
+        self.window_messages.observe(sent)
+        if trimmed_by_chars:
+            self.trims.labels("chars").inc(trimmed_by_chars)
+        if trimmed_by_count:
+            self.trims.labels("count").inc(trimmed_by_count)
