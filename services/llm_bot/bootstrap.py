@@ -18,14 +18,21 @@ from llm_bot.adapters.openai_model import OpenAIChatModel
 from llm_bot.adapters.rabbit_topology import Topology
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.adapters.redis_lease import RedisConversationLease
+from llm_bot.adapters.redis_ltm import RedisLongTermStore
 from llm_bot.adapters.redis_memory import RedisMemoryStore
+from llm_bot.adapters.redis_progress import RedisMemoryProgress
 from llm_bot.config import ConfigurationError, Settings
 from llm_bot.entrypoints.consumer import EventConsumer
 from llm_bot.graph.builder import build_graph
 from llm_bot.graph.state import GraphContext
+from llm_bot.memory.retention import RetentionPolicy
+from llm_bot.memory.tokens import default_token_counter
 from llm_bot.memory.window import WindowBounds
+from llm_bot.service.classifier import MessageClassifier
+from llm_bot.service.compactor import Compactor
 from llm_bot.service.erasure import Eraser
 from llm_bot.service.handler import EventHandler
+from llm_bot.service.memory_jobs import MemoryJobHandler
 from llm_bot.service.retry import RetryPolicy
 from llm_bot.telemetry.metrics import Metrics
 from llm_bot.telemetry.tracing import TRACER_NAME, build_tracer_provider
@@ -131,6 +138,8 @@ def build_service(
         clock=utc_now,
         tracer=tracer,
         metrics=metrics,
+        budget=settings.context_budget(),
+        counter=default_token_counter(),
     )
     handler = EventHandler(
         graph=build_graph(),
@@ -164,6 +173,108 @@ def build_service(
         redis=redis,
         model_client=client,
         store=store,
+        consumer=consumer,
+        metrics=metrics,
+        tracer_provider=provider,
+    )
+
+
+@dataclass
+class Worker:
+    """The running pieces of ``llm-bot worker``."""
+
+    settings: Settings
+    redis: aioredis.Redis
+    model_client: AsyncOpenAI
+    progress: RedisMemoryProgress
+    ltm: RedisLongTermStore
+    consumer: EventConsumer
+    metrics: Metrics
+    tracer_provider: TracerProvider
+
+    async def close(self) -> None:
+        await self.model_client.close()
+        await self.redis.aclose()
+        self.tracer_provider.force_flush()
+
+
+def build_worker(
+    settings: Settings,
+    *,
+    tracer_provider: TracerProvider | None = None,
+    registry: CollectorRegistry | None = None,
+) -> Worker:
+    """Wire the memory worker: jobs consumer, classifier, compactor, long-term store."""
+    provider = tracer_provider or build_tracer_provider()
+    tracer = provider.get_tracer(TRACER_NAME, __version__)
+    metrics = Metrics(registry=registry or CollectorRegistry())
+    client = model_client(settings)
+    redis = redis_client(settings)
+    keys = RedisKeys(prefix=settings.redis_key_prefix)
+    model = OpenAIChatModel(
+        client=client,
+        model=settings.openai_model,
+        api=settings.api,
+        tracer=tracer,
+        metrics=metrics,
+    )
+    progress = RedisMemoryProgress(
+        client=redis, keys=keys, job_ttl_seconds=settings.dedupe_ttl_seconds
+    )
+    ltm = RedisLongTermStore(
+        client=redis,
+        keys=keys,
+        retention=RetentionPolicy(settings.ltm_max_items, settings.ltm_retention_days),
+    )
+    lease = RedisConversationLease(
+        client=redis,
+        keys=keys,
+        lease_seconds=settings.lease_seconds,
+        max_wait_seconds=lease_wait_seconds(settings),
+    )
+    handler = MemoryJobHandler(
+        progress=progress,
+        classifier=MessageClassifier(
+            progress=progress,
+            ltm=ltm,
+            model=model,
+            threshold=settings.importance_threshold,
+            metrics=metrics,
+            clock=utc_now,
+        ),
+        compactor=Compactor(
+            progress=progress,
+            ltm=ltm,
+            lease=lease,
+            model=model,
+            metrics=metrics,
+            clock=utc_now,
+        ),
+        retry=RetryPolicy(
+            max_attempts=settings.max_attempts,
+            base_delay=settings.retry_base_seconds,
+            max_delay=settings.retry_max_seconds,
+        ),
+        compaction_threshold_tokens=int(
+            settings.compaction_ratio * settings.context_budget().input_budget
+        ),
+        metrics=metrics,
+        clock=utc_now,
+    )
+    consumer = EventConsumer(
+        amqp_url=settings.amqp_url.get_secret_value(),
+        topology=Topology.from_settings(settings).for_memory_worker(),
+        handler=handler,
+        prefetch=min(settings.prefetch, 8),
+        tracer=tracer,
+        metrics=metrics,
+    )
+    return Worker(
+        settings=settings,
+        redis=redis,
+        model_client=client,
+        progress=progress,
+        ltm=ltm,
         consumer=consumer,
         metrics=metrics,
         tracer_provider=provider,

@@ -19,6 +19,7 @@ from llm_bot.entrypoints import dlq_cli, memory_cli
 from llm_bot.entrypoints.demo import run_demo
 from llm_bot.entrypoints.run import run_consumer
 from llm_bot.entrypoints.startup import DependencyUnavailable
+from llm_bot.entrypoints.worker import run_worker
 from llm_bot.fake_model import run_forever
 from llm_bot.logs import configure_logging
 from llm_bot.memory.working import ConversationKey
@@ -32,6 +33,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("run", help="consume InternalEventV2 events and publish candidates")
+    commands.add_parser("worker", help="the memory worker: classify, compact, finalize")
     commands.add_parser("demo", help="a 3-turn conversation through RabbitMQ with a fake model")
 
     memory = commands.add_parser("memory", help="inspect or erase memory")
@@ -95,6 +97,8 @@ def _key(args: argparse.Namespace) -> ConversationKey:
 def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "run":
         asyncio.run(run_consumer(settings))
+    elif args.command == "worker":
+        asyncio.run(run_worker(settings))
     elif args.command == "demo":
         asyncio.run(run_demo(settings))
     elif args.command == "dlq":

@@ -11,6 +11,8 @@ from typing import Literal
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from llm_bot.memory.context import ContextBudget, default_context_budget
+
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
 
 
@@ -58,6 +60,21 @@ class Settings(BaseSettings):
         7 * 24 * 3600, ge=60, validation_alias=_env("LLM_BOT_DEDUPE_TTL_SECONDS")
     )
 
+    max_context_tokens: int | None = Field(
+        None, ge=256, validation_alias=_env("LLM_BOT_MAX_CONTEXT_TOKENS")
+    )
+    max_output_tokens: int | None = Field(
+        None, ge=16, validation_alias=_env("LLM_BOT_MAX_OUTPUT_TOKENS")
+    )
+    context_safety_margin: int = Field(
+        256, ge=0, validation_alias=_env("LLM_BOT_CONTEXT_SAFETY_MARGIN")
+    )
+    compaction_ratio: float = Field(
+        0.8, gt=0.0, le=1.0, validation_alias=_env("LLM_BOT_COMPACTION_RATIO")
+    )
+    sweep_interval_seconds: float = Field(
+        30.0, gt=0, validation_alias=_env("LLM_BOT_SWEEP_INTERVAL_SECONDS")
+    )
     prefetch: int = Field(32, ge=1, le=65535, validation_alias=_env("LLM_BOT_PREFETCH"))
     max_attempts: int = Field(5, ge=1, le=100, validation_alias=_env("LLM_BOT_MAX_ATTEMPTS"))
     max_body_bytes: int = Field(262144, ge=1024, validation_alias=_env("LLM_BOT_MAX_BODY_BYTES"))
@@ -105,6 +122,15 @@ class Settings(BaseSettings):
         "internal.llmbot.error.v1", min_length=1, validation_alias=_env("LLM_BOT_ERROR_ROUTING_KEY")
     )
     dlx: str = Field("internal.dlx", min_length=1, validation_alias=_env("LLM_BOT_DLX"))
+    memory_routing_key: str = Field(
+        "internal.memory.v1", min_length=1, validation_alias=_env("LLM_BOT_MEMORY_ROUTING_KEY")
+    )
+    memory_queue: str = Field(
+        "llm-bot.memory.v1", min_length=1, validation_alias=_env("LLM_BOT_MEMORY_QUEUE")
+    )
+    memory_dlq: str = Field(
+        "llm-bot.memory.v1.dlq", min_length=1, validation_alias=_env("LLM_BOT_MEMORY_DLQ")
+    )
     dlq: str = Field(
         "llm-bot.internal.llmbot.v1.dlq", min_length=1, validation_alias=_env("LLM_BOT_DLQ")
     )
@@ -118,6 +144,15 @@ class Settings(BaseSettings):
     @classmethod
     def _blank_is_none(cls, value: object) -> object:
         return None if value == "" else value
+
+    def context_budget(self) -> ContextBudget:
+        """The model's defaults (by name) with any configured override applied."""
+        base = default_context_budget(self.openai_model)
+        return ContextBudget(
+            max_context_tokens=self.max_context_tokens or base.max_context_tokens,
+            max_output_tokens=self.max_output_tokens or base.max_output_tokens,
+            safety_margin=self.context_safety_margin,
+        )
 
     @property
     def openai_timeout_seconds(self) -> float:

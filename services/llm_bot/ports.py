@@ -36,6 +36,21 @@ class ChatModel(Protocol):
         ...
 
 
+class StructuredModel(Protocol):
+    """Answers with JSON for a schema (the memory worker's summarizer and classifier)."""
+
+    async def complete_json(
+        self,
+        messages: Sequence[PromptMessage],
+        *,
+        schema_name: str,
+        schema: dict[str, Any],
+        conversation_id: str | None = None,
+    ) -> ModelReply:
+        """Raise like ``ChatModel.complete``; the text may still be junk: validate it."""
+        ...
+
+
 class MemoryStore(Protocol):
     """Loads and commits a conversation's working memory."""
 

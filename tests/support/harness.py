@@ -46,6 +46,9 @@ def test_settings(urls: ServiceUrls, model_base_url: str, **overrides: Any) -> S
         "candidate_routing_key": f"internal.candidate.t{suffix}.v1",
         "error_routing_key": f"internal.llmbot.error.t{suffix}.v1",
         "dlq": f"llm-bot.test.{suffix}.dlq",
+        "memory_routing_key": f"internal.memory.t{suffix}.v1",
+        "memory_queue": f"llm-bot.test.{suffix}.memory",
+        "memory_dlq": f"llm-bot.test.{suffix}.memory.dlq",
         "prefetch": 8,
         "shutdown_grace_seconds": 5,
     }
@@ -183,6 +186,8 @@ async def integrator(settings: Settings, *, durable: bool = False) -> AsyncItera
             cleanup = await connection.channel()
             await cleanup.queue_delete(settings.ingress_queue)
             await cleanup.queue_delete(settings.dlq)
+            await cleanup.queue_delete(settings.memory_queue)
+            await cleanup.queue_delete(settings.memory_dlq)
             for name in captured:
                 await cleanup.queue_delete(name)
         await connection.close()

@@ -280,12 +280,11 @@ def test_asyncapi_dead_letter_headers() -> None:
     }
 
 
-def test_asyncapi_memory_jobs_are_reserved() -> None:
-    """The memory-jobs message is a minimal placeholder owned by the memory worker."""
+def test_asyncapi_memory_jobs_reference_their_schema() -> None:
+    """The memory-jobs message is MemoryJobV1, described by its generated JSON Schema."""
     payload = asyncapi()["components"]["messages"]["MemoryJob"]["payload"]
 
-    assert payload["type"] == "object"
-    assert "reserved" in payload["description"]
+    assert payload["schema"]["$ref"] == "./llmbot.memory_job.v1.schema.json"
 
 
 def test_asyncapi_file_refs_point_at_existing_schemas() -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import openai
@@ -54,8 +54,25 @@ class OpenAIChatModel:
     def model(self) -> str:
         return self._model
 
+    async def complete_json(
+        self,
+        messages: Sequence[PromptMessage],
+        *,
+        schema_name: str,
+        schema: dict[str, Any],
+        conversation_id: str | None = None,
+    ) -> ModelReply:
+        """Structured output: the reply text is JSON for ``schema`` (strict mode)."""
+        return await self.complete(
+            messages, conversation_id=conversation_id, json_schema=(schema_name, schema)
+        )
+
     async def complete(
-        self, messages: Sequence[PromptMessage], *, conversation_id: str | None = None
+        self,
+        messages: Sequence[PromptMessage],
+        *,
+        conversation_id: str | None = None,
+        json_schema: tuple[str, dict[str, Any]] | None = None,
     ) -> ModelReply:
         """One model request in a CLIENT span ``chat {model}`` (GenAI conventions)."""
         attributes: dict[str, str | int] = {
@@ -76,7 +93,7 @@ class OpenAIChatModel:
             set_status_on_exception=False,
         ) as span:
             try:
-                reply = await self._call(messages)
+                reply = await self._call(messages, json_schema)
             except Exception as exc:
                 self._metrics.model_request(
                     api=self._api, ok=False, seconds=time.perf_counter() - started
@@ -94,11 +111,13 @@ class OpenAIChatModel:
             )
             return reply
 
-    async def _call(self, messages: Sequence[PromptMessage]) -> ModelReply:
+    async def _call(
+        self, messages: Sequence[PromptMessage], json_schema: tuple[str, dict[str, Any]] | None
+    ) -> ModelReply:
         try:
             if self._api == "responses":
-                return await self._responses(messages)
-            return await self._chat(messages)
+                return await self._responses(messages, json_schema)
+            return await self._chat(messages, json_schema)
         except openai.APITimeoutError as exc:
             raise ModelTimeout("model request timed out") from exc
         except openai.APIConnectionError as exc:
@@ -109,10 +128,20 @@ class OpenAIChatModel:
                 raise ModelUnavailable(detail) from exc
             raise ModelRejected(detail) from exc
 
-    async def _chat(self, messages: Sequence[PromptMessage]) -> ModelReply:
+    async def _chat(
+        self, messages: Sequence[PromptMessage], json_schema: tuple[str, dict[str, Any]] | None
+    ) -> ModelReply:
+        extra: dict[str, Any] = {}
+        if json_schema is not None:
+            name, schema = json_schema
+            extra["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": name, "schema": schema, "strict": True},
+            }
         response = await self._client.chat.completions.create(
             model=self._model,
             messages=list(messages),  # type: ignore[arg-type]  # plain dicts in the SDK's shape
+            **extra,
         )
         if not response.choices:
             raise ModelUnavailable("model returned no choices")
@@ -124,10 +153,19 @@ class OpenAIChatModel:
             output_tokens=usage.completion_tokens if usage else 0,
         )
 
-    async def _responses(self, messages: Sequence[PromptMessage]) -> ModelReply:
+    async def _responses(
+        self, messages: Sequence[PromptMessage], json_schema: tuple[str, dict[str, Any]] | None
+    ) -> ModelReply:
+        extra: dict[str, Any] = {}
+        if json_schema is not None:
+            name, schema = json_schema
+            extra["text"] = {
+                "format": {"type": "json_schema", "name": name, "schema": schema, "strict": True}
+            }
         response = await self._client.responses.create(
             model=self._model,
             input=flatten_for_responses(messages),
+            **extra,
         )
         usage = response.usage
         return ModelReply(

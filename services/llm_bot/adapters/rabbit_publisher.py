@@ -13,7 +13,7 @@ import aio_pika
 from aio_pika.abc import AbstractExchange, AbstractIncomingMessage
 from aio_pika.exceptions import AMQPError, DeliveryError, PublishError
 
-from llm_bot.contract import CandidateV1, ErrorV1
+from llm_bot.contract import CandidateV1, ErrorV1, MemoryJobV1
 from llm_bot.errors import PublishFailed
 
 PUBLISH_TIMEOUT_SECONDS = 15.0
@@ -50,7 +50,9 @@ class RabbitPublisher:
         candidate_routing_key: str,
         error_routing_key: str,
         dead_letter_routing_key: str,
+        memory_routing_key: str,
     ) -> None:
+        self._memory_rk = memory_routing_key
         self._exchange = exchange
         self._dlx = dlx
         self._candidate_rk = candidate_routing_key
@@ -67,6 +69,15 @@ class RabbitPublisher:
             headers=headers,
         )
         await self._confirmed(self._exchange, message, self._candidate_rk, mandatory=True)
+
+    async def publish_memory_job(self, job: MemoryJobV1) -> None:
+        message = _json_message(
+            job.model_dump_json(by_alias=True).encode(),
+            message_id=job.id,
+            correlation_id=job.conversation_id,
+            headers={},
+        )
+        await self._confirmed(self._exchange, message, self._memory_rk, mandatory=True)
 
     async def publish_error(self, error: ErrorV1, *, headers: Mapping[str, Any]) -> None:
         """Not mandatory: a deployment with no ErrorV1 subscriber must still dead-letter."""

@@ -7,7 +7,7 @@ service's own dead-letter publishes land there.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import aio_pika
 from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractQueue
@@ -27,6 +27,9 @@ class Topology:
     error_routing_key: str = "internal.llmbot.error.v1"
     dlx: str = "internal.dlx"
     dlq: str = "llm-bot.internal.llmbot.v1.dlq"
+    memory_routing_key: str = "internal.memory.v1"
+    memory_queue: str = "llm-bot.memory.v1"
+    memory_dlq: str = "llm-bot.memory.v1.dlq"
     delivery_limit: int = 20
 
     @classmethod
@@ -39,8 +42,23 @@ class Topology:
             error_routing_key=settings.error_routing_key,
             dlx=settings.dlx,
             dlq=settings.dlq,
+            memory_routing_key=settings.memory_routing_key,
+            memory_queue=settings.memory_queue,
+            memory_dlq=settings.memory_dlq,
             delivery_limit=settings.delivery_limit,
         )
+
+    def for_memory_worker(self) -> Topology:
+        """The memory worker's view: its "ingress" is the memory-jobs queue, with its DLQ."""
+        return replace(
+            self,
+            ingress_routing_key=self.memory_routing_key,
+            ingress_queue=self.memory_queue,
+            dlq=self.memory_dlq,
+        )
+
+    def memory_topology_is_separate(self) -> bool:
+        return self.memory_queue != self.ingress_queue
 
     def ingress_arguments(self) -> FieldTable:
         """Quorum queue dead-lettering to the DLX. ``x-delivery-limit`` is the broker's
@@ -76,4 +94,26 @@ async def declare_topology(channel: AbstractChannel, topology: Topology) -> Decl
         topology.ingress_queue, durable=True, arguments=topology.ingress_arguments()
     )
     await ingress.bind(exchange, routing_key=topology.ingress_routing_key)
+    if topology.memory_topology_is_separate():
+        # Declared by the consumer too, so memory jobs wait for a worker instead of being
+        # returned as unroutable.
+        await declare_queue_with_dlq(channel, exchange, dlx, topology.for_memory_worker())
     return DeclaredTopology(exchange=exchange, dlx=dlx, ingress=ingress, dlq=dlq)
+
+
+async def declare_queue_with_dlq(
+    channel: AbstractChannel,
+    exchange: AbstractExchange,
+    dlx: AbstractExchange,
+    topology: Topology,
+) -> AbstractQueue:
+    """A quorum queue bound to ``exchange`` and its DLQ bound to ``dlx``, by the same key."""
+    dlq = await channel.declare_queue(
+        topology.dlq, durable=True, arguments={"x-queue-type": "quorum"}
+    )
+    await dlq.bind(dlx, routing_key=topology.ingress_routing_key)
+    queue = await channel.declare_queue(
+        topology.ingress_queue, durable=True, arguments=topology.ingress_arguments()
+    )
+    await queue.bind(exchange, routing_key=topology.ingress_routing_key)
+    return queue

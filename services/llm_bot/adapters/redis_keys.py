@@ -53,6 +53,23 @@ class RedisKeys:
         scope = self.user_scope(key.tenant_id, key.user_id)
         return f"{scope}:evt:{_checked(event_id, 'event_id')}"
 
+    def long_term(self, tenant_id: str, user_id: str, kind: str) -> str:
+        """Long-term memory of one user: ``profile``, ``facts``, ``episodes``, ``events``
+        (hashes of JSON items) and ``bundle`` (the pre-ranked selection recall loads)."""
+        if kind not in ("profile", "facts", "episodes", "events", "bundle"):
+            raise ValueError(f"unknown long-term kind {kind!r}")
+        return f"{self.user_scope(tenant_id, user_id)}:ltm:{kind}"
+
+    def memory_job(self, tenant_id: str, user_id: str, job_id: str) -> str:
+        """Marker of a memory job already done (idempotency of the worker)."""
+        return f"{self.user_scope(tenant_id, user_id)}:job:{_checked(job_id, 'job_id')}"
+
+    def activity(self) -> str:
+        """Sorted set of conversations by last activity (member ``tenant|user|conversation``),
+        swept by the memory worker to finalize idle conversations. The one key outside a
+        user's scope: erasure removes the user's members from it."""
+        return f"{self.prefix}:activity"
+
     def conversation_keys(self, key: ConversationKey) -> tuple[str, ...]:
         """The keys holding one conversation's memory (not its dedupe records)."""
         return (self.working_memory(key), self.conversation_meta(key), self.raw_trace(key))

@@ -17,6 +17,7 @@ from redis.exceptions import RedisError
 
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.errors import MemoryConflict, MemoryUnavailable
+from llm_bot.memory.long_term import LongTermBundle
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.working import (
     ConversationKey,
@@ -80,13 +81,15 @@ class RedisMemoryStore:
         self._commit = client.register_script(_COMMIT)
 
     async def load(self, key: ConversationKey, event_id: str) -> Recalled:
-        """Working memory, last turn, version and the event's processed record."""
+        """Working memory, last turn, version, the event's processed record and the user's
+        long-term bundle."""
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
                 pipe.get(self._keys.working_memory(key))
                 pipe.hmget(self._keys.conversation_meta(key), ["turn", "version"])
                 pipe.get(self._keys.processed_event(key, event_id))
-                raw_memory, (turn, version), raw_processed = await pipe.execute()
+                pipe.get(self._keys.long_term(key.tenant_id, key.user_id, "bundle"))
+                raw_memory, (turn, version), raw_processed, raw_bundle = await pipe.execute()
         except RedisError as exc:
             raise MemoryUnavailable(f"redis load failed: {type(exc).__name__}") from exc
         memory = WorkingMemory.model_validate_json(raw_memory) if raw_memory else WorkingMemory()
@@ -96,6 +99,9 @@ class RedisMemoryStore:
             last_turn=int(turn or 0),
             version=int(version or 0),
             processed=processed,
+            bundle=(
+                LongTermBundle.model_validate_json(raw_bundle) if raw_bundle else LongTermBundle()
+            ),
         )
 
     async def commit(self, commit: MemoryCommit) -> int:
@@ -144,6 +150,8 @@ class RedisMemoryStore:
 
     async def forget_conversation(self, key: ConversationKey) -> int:
         """Delete one conversation's working memory, meta and raw trace."""
+        member = f"{key.tenant_id}|{key.user_id}|{key.conversation_id}"
+        await self._redis.zrem(self._keys.activity(), member)
         return int(await self._redis.unlink(*self._keys.conversation_keys(key)))
 
     async def forget_user(self, tenant_id: str, user_id: str) -> int:
@@ -159,4 +167,12 @@ class RedisMemoryStore:
                 batch.clear()
         if batch:
             deleted += int(await self._redis.unlink(*batch))
+        members = [
+            member
+            async for member, _ in self._redis.zscan_iter(
+                self._keys.activity(), match=f"{tenant_id}|{user_id}|*"
+            )
+        ]
+        if members:
+            await self._redis.zrem(self._keys.activity(), *members)
         return deleted

@@ -9,6 +9,7 @@ from llm_bot.contract.messages import (
     ErrorV1,
     EventSource,
     InternalEventV2,
+    MemoryJobV1,
     ToolTrace,
 )
 
@@ -21,5 +22,6 @@ __all__ = [
     "ErrorV1",
     "EventSource",
     "InternalEventV2",
+    "MemoryJobV1",
     "ToolTrace",
 ]

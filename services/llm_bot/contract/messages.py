@@ -142,6 +142,29 @@ class ErrorV1(_Wire):
     created_at: datetime
 
 
+class MemoryJobV1(_Wire):
+    """Background work for the memory worker, published to the memory-jobs routing key.
+
+    ``turn``: a turn was committed (classify its user message, compact evicted turns).
+    ``finalize``: the conversation ended or went idle (summarize the rest, drop working memory).
+    Jobs are hints: the worker reads the truth from Redis, so a job may be repeated or lost
+    without losing or doubling memory.
+    """
+
+    schema_: Literal["llmbot.memory_job.v1"] = Field("llmbot.memory_job.v1", alias="schema")
+    id: Identifier = Field(description="Idempotency key of the job.")
+    kind: Literal["turn", "finalize"]
+    tenant_id: Identifier
+    user_id: Identifier
+    conversation_id: Identifier
+    turn: int = Field(ge=0, description="The conversation's last turn when the job was made.")
+    event_id: Identifier | None = None
+    prompt_tokens: int | None = Field(
+        None, ge=0, description="Provider-reported prompt tokens of the turn's model call."
+    )
+    created_at: datetime
+
+
 def candidate_id(event_id: str) -> str:
     """The candidate id derived from its event id."""
     return f"cand_{event_id}"

@@ -27,9 +27,10 @@ from opentelemetry.trace import SpanKind, Tracer
 
 from llm_bot.adapters.rabbit_publisher import RabbitPublisher
 from llm_bot.adapters.rabbit_topology import Topology, declare_topology
+from llm_bot.contract import MemoryJobV1
 from llm_bot.entrypoints.startup import DependencyUnavailable
 from llm_bot.errors import PublishFailed
-from llm_bot.service.handler import Delivery, EventHandler
+from llm_bot.service.handler import Delivery, DeliveryHandler
 from llm_bot.service.outcomes import DeadLetter, Duplicate, EventIds, Outcome, Replied
 from llm_bot.service.retry import RetryPolicy
 from llm_bot.telemetry.metrics import Metrics
@@ -48,7 +49,7 @@ class EventConsumer:
         *,
         amqp_url: str,
         topology: Topology,
-        handler: EventHandler,
+        handler: DeliveryHandler,
         prefetch: int,
         tracer: Tracer,
         metrics: Metrics,
@@ -69,6 +70,10 @@ class EventConsumer:
     @property
     def in_flight(self) -> int:
         return len(self._tasks)
+
+    async def publish_job(self, job: MemoryJobV1) -> None:
+        """Publish a memory job (confirmed), for the worker's idle sweep."""
+        await self._with_publish_retries(lambda: self._require_publisher().publish_memory_job(job))
 
     def readiness(self) -> str | None:
         """None when connected and consuming, else why not (for ``/readyz``)."""
@@ -101,6 +106,7 @@ class EventConsumer:
             candidate_routing_key=self._topology.candidate_routing_key,
             error_routing_key=self._topology.error_routing_key,
             dead_letter_routing_key=self._topology.ingress_routing_key,
+            memory_routing_key=self._topology.memory_routing_key,
         )
         self._queue = declared.ingress
         self._consumer_tag = await self._queue.consume(self._on_message, no_ack=False)
@@ -231,6 +237,19 @@ class EventConsumer:
             await self._dead_letter(message, outcome)
         else:
             log.info("event.acked", outcome=outcome.name)
+        job = getattr(outcome, "job", None)
+        if job is not None:
+            await self._publish_job(publisher, job)
+
+    async def _publish_job(self, publisher: RabbitPublisher, job: MemoryJobV1) -> None:
+        """Memory jobs are hints (the worker reads the truth from Redis): a job that cannot
+        be published is logged, not allowed to fail an event whose reply already went out."""
+        try:
+            await self._with_publish_retries(lambda: publisher.publish_memory_job(job))
+        except PublishFailed as exc:
+            if self._channel_closed():
+                raise
+            log.warning("memory_job.not_published", job_id=job.id, error=str(exc))
 
     async def _dead_letter(self, message: AbstractIncomingMessage, outcome: DeadLetter) -> None:
         publisher = self._require_publisher()

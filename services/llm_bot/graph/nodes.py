@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import structlog
 from langgraph.runtime import Runtime
 
-from llm_bot.contract import CandidateMemory, CandidateUsage, CandidateV1
+from llm_bot.contract import CandidateMemory, CandidateUsage, CandidateV1, MemoryJobV1
 from llm_bot.contract.messages import candidate_id
 from llm_bot.graph.state import ChatEvent, GraphContext, GraphState
-from llm_bot.memory.context import assemble_context, estimate_tokens
+from llm_bot.memory.context import assemble_context
 from llm_bot.memory.messages import ChatMessage, ToolCall
 from llm_bot.memory.window import WindowAppend, reduce_window
 from llm_bot.memory.working import MemoryCommit, ProcessedEvent, WorkingMemory
@@ -79,8 +80,12 @@ async def recall(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
     if recalled.processed is not None:
         log.info("event.duplicate", turn=recalled.processed.turn)
         update: Update = {"route": "duplicate", "recalled": recalled}
+        tokens = None
         if recalled.processed.candidate_json:
-            update["candidate"] = CandidateV1.model_validate_json(recalled.processed.candidate_json)
+            candidate = CandidateV1.model_validate_json(recalled.processed.candidate_json)
+            update["candidate"] = candidate
+            tokens = candidate.usage.input_tokens
+        update["job"] = turn_job(event, recalled.processed.turn, tokens, ctx.clock())
         return update
     loaded = recalled.memory.messages
     if event.type == "message":
@@ -100,11 +105,18 @@ async def recall(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
 async def call_model(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
     """Assemble the context from memory and the bounded window, and call the model."""
     ctx = runtime.context
-    prompt = assemble_context(
+    recalled = state["recalled"]
+    context = assemble_context(
         system_prompt=ctx.system_prompt,
-        summary=state["recalled"].memory.summary,
+        bundle=recalled.bundle,
+        summary=recalled.memory.summary,
         window=state["messages"],
+        budget=ctx.budget,
+        counter=ctx.counter,
     )
+    if context.over_budget:
+        log.warning("context.over_budget", tokens=context.tokens, budget=context.budget)
+    prompt = context.messages
     ctx.metrics.window_messages.observe(len(state["messages"]))
     reply = await ctx.model.complete(prompt, conversation_id=state["event"].key.conversation_id)
     log.info(
@@ -114,7 +126,7 @@ async def call_model(state: GraphState, runtime: Runtime[GraphContext]) -> Updat
         output_tokens=reply.output_tokens,
         window_messages=len(state["messages"]),
     )
-    return {"prompt": prompt, "reply": reply}
+    return {"prompt": prompt, "context": context, "reply": reply}
 
 
 async def build_candidate(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
@@ -144,9 +156,9 @@ async def build_candidate(state: GraphState, runtime: Runtime[GraphContext]) -> 
         usage=CandidateUsage(input_tokens=reply.input_tokens, output_tokens=reply.output_tokens),
         memory=CandidateMemory(
             window_messages=len(state["messages"]),
-            summary=bool(state["recalled"].memory.summary),
-            long_term_items=0,
-            context_tokens=estimate_tokens(state["prompt"]),
+            summary=state["context"].summary_included,
+            long_term_items=state["context"].long_term_items,
+            context_tokens=state["context"].tokens,
         ),
     )
     return {
@@ -202,4 +214,21 @@ async def remember(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
         window_messages=len(window),
         evicted_turns=sorted(evicted_turns),
     )
-    return {"version": version}
+    reply = state.get("reply")
+    job = turn_job(event, state["turn"], reply.input_tokens if reply else None, ctx.clock())
+    return {"version": version, "job": job}
+
+
+def turn_job(event: ChatEvent, turn: int, prompt_tokens: int | None, now: datetime) -> MemoryJobV1:
+    """The memory worker's job for a committed turn (the same id on every redelivery)."""
+    return MemoryJobV1(
+        id=f"job_{event.event_id}",
+        kind="turn",
+        tenant_id=event.key.tenant_id,
+        user_id=event.key.user_id,
+        conversation_id=event.key.conversation_id,
+        turn=turn,
+        event_id=event.event_id,
+        prompt_tokens=prompt_tokens,
+        created_at=now,
+    )

@@ -9,8 +9,10 @@ from typing import Annotated, Literal, TypedDict
 
 from opentelemetry.trace import Tracer
 
-from llm_bot.contract import CandidateV1, ToolTrace
+from llm_bot.contract import CandidateV1, MemoryJobV1, ToolTrace
+from llm_bot.memory.context import AssembledContext, ContextBudget
 from llm_bot.memory.messages import ChatMessage
+from llm_bot.memory.tokens import TokenCounter
 from llm_bot.memory.window import WindowBounds, bounded_messages
 from llm_bot.memory.working import ConversationKey, Recalled
 from llm_bot.ports import ChatModel, MemoryStore, ModelReply, PromptMessage
@@ -42,6 +44,8 @@ class GraphContext:
     clock: Callable[[], datetime]
     tracer: Tracer
     metrics: Metrics
+    budget: ContextBudget
+    counter: TokenCounter
 
 
 Route = Literal["skip", "duplicate", "tool", "reply"]
@@ -58,6 +62,8 @@ class GraphState(TypedDict, total=False):
     turn_messages: list[ChatMessage]
     messages: Annotated[list[ChatMessage], bounded_messages]
     prompt: list[PromptMessage]
+    context: AssembledContext
     reply: ModelReply
     candidate: CandidateV1
+    job: MemoryJobV1
     version: int

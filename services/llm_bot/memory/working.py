@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from llm_bot.memory.long_term import LongTermBundle
 from llm_bot.memory.messages import ChatMessage
 
 
@@ -52,6 +53,7 @@ class Recalled:
     last_turn: int
     version: int
     processed: ProcessedEvent | None
+    bundle: LongTermBundle = field(default_factory=LongTermBundle)
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,11 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
-from llm_bot.contract import InternalEventV2
+from llm_bot.contract import InternalEventV2, MemoryJobV1
 from llm_bot.errors import LlmBotError, RetryableError
 from llm_bot.graph.builder import CompiledGraph
 from llm_bot.graph.state import ChatEvent, GraphContext
@@ -34,7 +34,7 @@ from llm_bot.service.outcomes import (
     outcome_for_error,
 )
 from llm_bot.service.parsing import parse_event, readable_ids
-from llm_bot.service.retry import RetryPolicy
+from llm_bot.service.retry import Exhausted, RetryPolicy, with_retries
 from llm_bot.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
@@ -47,6 +47,12 @@ class Delivery:
     body: bytes
     headers: Mapping[str, Any] = field(default_factory=dict)
     redelivered: bool = False
+
+
+class DeliveryHandler(Protocol):
+    """Turns a delivery into an outcome; never raises but for cancellation."""
+
+    async def handle(self, delivery: Delivery) -> Outcome: ...
 
 
 @dataclass
@@ -131,23 +137,25 @@ class EventHandler:
     async def _with_retries(self, event: InternalEventV2, ids: EventIds, attempt: int) -> Outcome:
         key = ConversationKey(event.tenant_id, event.user_id, event.conversation_id)
         async with self._locks.hold(key):
-            while True:
-                try:
-                    return await self._dispatch(event, key)
-                except RetryableError as exc:
-                    if self._retry.exhausted(attempt):
-                        return self._terminal(exc, ids, attempts=attempt)
-                    delay = self._retry.delay(attempt)
-                    log.warning(
-                        "event.retrying",
-                        attempt=attempt,
-                        code=exc.code,
-                        error=str(exc),
-                        delay_seconds=round(delay, 3),
-                    )
-                    self._metrics.retried()
-                    await asyncio.sleep(delay)
-                    attempt += 1
+            result = await with_retries(
+                lambda: self._dispatch(event, key),
+                policy=self._retry,
+                attempt=attempt,
+                on_retry=self._on_retry,
+            )
+        if isinstance(result, Exhausted):
+            return self._terminal(result.error, ids, attempts=result.attempts)
+        return result
+
+    def _on_retry(self, attempt: int, error: RetryableError, delay: float) -> None:
+        log.warning(
+            "event.retrying",
+            attempt=attempt,
+            code=error.code,
+            error=str(error),
+            delay_seconds=round(delay, 3),
+        )
+        self._metrics.retried()
 
     async def _dispatch(self, event: InternalEventV2, key: ConversationKey) -> Outcome:
         if event.type == "memory.forget":
@@ -156,7 +164,7 @@ class EventHandler:
             )
             return Recorded(f"erased {deleted} keys")
         if event.type == "conversation.end":
-            return Skipped("conversation.end: finalization runs in the memory worker")
+            return Recorded("finalization queued", job=finalize_job(event))
         command = ChatEvent(
             event_id=event.id,
             type=event.type,
@@ -179,10 +187,10 @@ class EventHandler:
         if route == "skip":
             return Skipped("no prompt text")
         if route == "duplicate":
-            return Duplicate(state.get("candidate"))
+            return Duplicate(state.get("candidate"), job=state.get("job"))
         if route == "tool":
             return Recorded(f"{command.type} recorded in turn {state['turn']}")
-        return Replied(state["candidate"])
+        return Replied(state["candidate"], job=state.get("job"))
 
 
 def first_attempt(delivery: Delivery) -> int:
@@ -192,3 +200,17 @@ def first_attempt(delivery: Delivery) -> int:
     except (TypeError, ValueError):
         earlier = 0
     return 1 + max(earlier, 0)
+
+
+def finalize_job(event: InternalEventV2) -> MemoryJobV1:
+    """The memory worker's job for ``conversation.end``."""
+    return MemoryJobV1(
+        id=f"fin_{event.id}",
+        kind="finalize",
+        tenant_id=event.tenant_id,
+        user_id=event.user_id,
+        conversation_id=event.conversation_id,
+        turn=0,
+        event_id=event.id,
+        created_at=event.created_at,
+    )

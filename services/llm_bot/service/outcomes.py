@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
-from llm_bot.contract import CandidateV1, ErrorCode, ErrorV1
+from llm_bot.contract import CandidateV1, ErrorCode, ErrorV1, MemoryJobV1
 from llm_bot.errors import LlmBotError
 
 OutcomeName = Literal["ok", "skip", "duplicate", "retried", "dead_lettered"]
@@ -30,14 +30,16 @@ class Replied:
     """A candidate was produced and memory committed: publish it, then ack."""
 
     candidate: CandidateV1
+    job: MemoryJobV1 | None = None
     name: OutcomeName = "ok"
 
 
 @dataclass(frozen=True)
 class Recorded:
-    """The event changed memory (tool trace, erasure) without a reply: ack."""
+    """The event changed memory (tool trace, erasure) or asked for finalization: ack."""
 
     detail: str
+    job: MemoryJobV1 | None = None
     name: OutcomeName = "ok"
 
 
@@ -54,6 +56,7 @@ class Duplicate:
     """Already processed: republish the stored candidate if there is one, then ack."""
 
     candidate: CandidateV1 | None
+    job: MemoryJobV1 | None = None
     name: OutcomeName = "duplicate"
 
 

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
+
+from llm_bot.errors import RetryableError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -23,3 +30,35 @@ class RetryPolicy:
 
     def exhausted(self, attempt: int) -> bool:
         return attempt >= self.max_attempts
+
+
+@dataclass(frozen=True)
+class Exhausted:
+    """The last retryable error once ``max_attempts`` ran out."""
+
+    error: RetryableError
+    attempts: int
+
+
+async def with_retries(
+    action: Callable[[], Awaitable[T]],
+    *,
+    policy: RetryPolicy,
+    attempt: int,
+    on_retry: Callable[[int, RetryableError, float], None],
+) -> T | Exhausted:
+    """Run ``action`` until it succeeds, a permanent error escapes, or attempts run out.
+
+    ``attempt`` is the number of the first try (later deliveries start later);
+    ``on_retry(attempt, error, delay)`` is called before each backoff sleep.
+    """
+    while True:
+        try:
+            return await action()
+        except RetryableError as exc:
+            if policy.exhausted(attempt):
+                return Exhausted(exc, attempt)
+            delay = policy.delay(attempt)
+            on_retry(attempt, exc, delay)
+            await asyncio.sleep(delay)
+            attempt += 1

@@ -1,0 +1,129 @@
+"""Long-term memory in plain Redis: one hash per kind per tenant + user, plus the bundle.
+
+``profile`` (key → attribute), ``facts``, ``episodes``, ``events`` (id → JSON item) and
+``bundle`` (the pre-ranked selection ``recall`` loads in its one round trip). All keys
+share the user's hash tag, so erasing a user erases their long-term memory too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar, cast
+
+import redis.asyncio as aioredis
+from pydantic import BaseModel
+from redis.exceptions import RedisError
+
+from llm_bot.adapters.redis_keys import RedisKeys
+from llm_bot.errors import MemoryUnavailable
+from llm_bot.memory.long_term import (
+    EpisodicSummary,
+    LongTermBundle,
+    NotableEvent,
+    ProfileAttribute,
+    SemanticFact,
+)
+from llm_bot.memory.retention import RetentionPolicy, select_bundle, to_evict
+
+Item = TypeVar("Item", bound=BaseModel)
+
+
+class RedisLongTermStore:
+    """Reads and writes one user's long-term memory."""
+
+    def __init__(self, *, client: aioredis.Redis, keys: RedisKeys, retention: RetentionPolicy):
+        self._redis = client
+        self._keys = keys
+        self._retention = retention
+
+    async def profile(self, tenant_id: str, user_id: str) -> dict[str, ProfileAttribute]:
+        raw = await self._hgetall(self._keys.long_term(tenant_id, user_id, "profile"))
+        return {k: ProfileAttribute.model_validate_json(v) for k, v in raw.items()}
+
+    async def facts(self, tenant_id: str, user_id: str) -> list[SemanticFact]:
+        return await self._items(tenant_id, user_id, "facts", SemanticFact)
+
+    async def episodes(self, tenant_id: str, user_id: str) -> list[EpisodicSummary]:
+        return await self._items(tenant_id, user_id, "episodes", EpisodicSummary)
+
+    async def events(self, tenant_id: str, user_id: str) -> list[NotableEvent]:
+        return await self._items(tenant_id, user_id, "events", NotableEvent)
+
+    async def bundle(self, tenant_id: str, user_id: str) -> LongTermBundle:
+        try:
+            raw = await self._redis.get(self._keys.long_term(tenant_id, user_id, "bundle"))
+        except RedisError as exc:
+            raise MemoryUnavailable(f"redis read failed: {type(exc).__name__}") from exc
+        return LongTermBundle.model_validate_json(raw) if raw else LongTermBundle()
+
+    async def write(
+        self,
+        tenant_id: str,
+        user_id: str,
+        *,
+        profile: Iterable[ProfileAttribute] = (),
+        facts: Iterable[SemanticFact] = (),
+        episodes: Iterable[EpisodicSummary] = (),
+        events: Iterable[NotableEvent] = (),
+    ) -> int:
+        """Upsert items by id (idempotent), apply retention, rebuild the bundle.
+
+        Returns the number of items written."""
+        groups: dict[str, dict[Any, Any]] = {  # redis-py wants its own key and value unions
+            "profile": {a.key: a.model_dump_json() for a in profile},
+            "facts": {f.id: f.model_dump_json() for f in facts},
+            "episodes": {e.id: e.model_dump_json() for e in episodes},
+            "events": {e.id: e.model_dump_json() for e in events},
+        }
+        try:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                for kind, mapping in groups.items():
+                    if mapping:
+                        pipe.hset(self._keys.long_term(tenant_id, user_id, kind), mapping=mapping)
+                await pipe.execute()
+            await self.apply_retention(tenant_id, user_id)
+        except RedisError as exc:
+            raise MemoryUnavailable(f"redis write failed: {type(exc).__name__}") from exc
+        return sum(len(mapping) for mapping in groups.values())
+
+    async def apply_retention(self, tenant_id: str, user_id: str) -> int:
+        """Evict beyond ``max_items`` per kind (least salient, then oldest) and past the
+        retention age; rebuild the bundle. Returns the number of items evicted."""
+        now = datetime.now(UTC)
+        cutoff = (now - timedelta(days=self._retention.max_age_days)).isoformat()
+        facts = await self.facts(tenant_id, user_id)
+        episodes = await self.episodes(tenant_id, user_id)
+        events = await self.events(tenant_id, user_id)
+        evicted = {
+            "facts": to_evict(facts, self._retention.max_items, cutoff),
+            "episodes": to_evict(episodes, self._retention.max_items, cutoff),
+            "events": to_evict(events, self._retention.max_items, cutoff),
+        }
+        gone = {kind: set(ids) for kind, ids in evicted.items()}
+        bundle = select_bundle(
+            profile=list((await self.profile(tenant_id, user_id)).values()),
+            facts=[f for f in facts if f.id not in gone["facts"]],
+            episodes=[e for e in episodes if e.id not in gone["episodes"]],
+            events=[e for e in events if e.id not in gone["events"]],
+        )
+        async with self._redis.pipeline(transaction=True) as pipe:
+            for kind, ids in evicted.items():
+                if ids:
+                    pipe.hdel(self._keys.long_term(tenant_id, user_id, kind), *ids)
+            pipe.set(self._keys.long_term(tenant_id, user_id, "bundle"), bundle.model_dump_json())
+            await pipe.execute()
+        return sum(len(ids) for ids in evicted.values())
+
+    async def _items(
+        self, tenant_id: str, user_id: str, kind: str, model: type[Item]
+    ) -> list[Item]:
+        raw = await self._hgetall(self._keys.long_term(tenant_id, user_id, kind))
+        return [model.model_validate_json(value) for _, value in sorted(raw.items())]
+
+    async def _hgetall(self, name: str) -> dict[str, bytes]:
+        try:
+            raw = cast("dict[bytes, bytes]", await self._redis.hgetall(name))
+        except RedisError as exc:
+            raise MemoryUnavailable(f"redis read failed: {type(exc).__name__}") from exc
+        return {key.decode(): value for key, value in raw.items()}

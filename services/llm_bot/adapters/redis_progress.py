@@ -1,0 +1,176 @@
+"""The memory worker's Redis state: compaction and classification progress per
+conversation, worker commits under the conversation lease, activity for the idle sweep,
+and done-markers of jobs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import cast
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from llm_bot.adapters.redis_keys import RedisKeys
+from llm_bot.adapters.redis_memory import MAX_SEQ_PER_TURN
+from llm_bot.errors import MemoryConflict, MemoryUnavailable
+from llm_bot.memory.messages import ChatMessage
+from llm_bot.memory.working import ConversationKey, WorkingMemory
+
+# KEYS: wm, meta, lease. ARGV: token, expected compacted_through, new compacted_through,
+# wm json ('' = delete the working memory).
+_COMMIT_COMPACTION = """
+if redis.call('GET', KEYS[3]) ~= ARGV[1] then
+  return {'fenced', '0'}
+end
+local done = tonumber(redis.call('HGET', KEYS[2], 'compacted_through') or '0')
+if done ~= tonumber(ARGV[2]) then
+  return {'conflict', tostring(done)}
+end
+local version = tonumber(redis.call('HGET', KEYS[2], 'version') or '0') + 1
+redis.call('HSET', KEYS[2], 'compacted_through', ARGV[3], 'version', version)
+if ARGV[4] == '' then
+  redis.call('DEL', KEYS[1])
+elseif redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('SET', KEYS[1], ARGV[4], 'KEEPTTL')
+end
+return {'ok', tostring(version)}
+"""
+_RAISE_MARK = """
+local current = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
+if tonumber(ARGV[2]) > current then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+end
+return 1
+"""
+_CLEAR_IF_UNCHANGED = """
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if score and tonumber(score) <= tonumber(ARGV[2]) then
+  return redis.call('ZREM', KEYS[1], ARGV[1])
+end
+return 0
+"""
+
+
+@dataclass(frozen=True)
+class ConversationProgress:
+    memory: WorkingMemory | None
+    last_turn: int
+    compacted_through: int
+    classified_through: int
+
+
+def activity_member(key: ConversationKey) -> str:
+    return f"{key.tenant_id}|{key.user_id}|{key.conversation_id}"
+
+
+def parse_activity_member(member: str) -> ConversationKey:
+    tenant_id, user_id, conversation_id = member.split("|", 2)
+    return ConversationKey(tenant_id, user_id, conversation_id)
+
+
+class RedisMemoryProgress:
+    """Worker-side reads and writes of a conversation's memory."""
+
+    def __init__(self, *, client: aioredis.Redis, keys: RedisKeys, job_ttl_seconds: int) -> None:
+        self._redis = client
+        self._keys = keys
+        self._job_ttl = job_ttl_seconds
+        self._commit = client.register_script(_COMMIT_COMPACTION)
+        self._raise = client.register_script(_RAISE_MARK)
+        self._clear = client.register_script(_CLEAR_IF_UNCHANGED)
+
+    async def load(self, key: ConversationKey) -> ConversationProgress:
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.get(self._keys.working_memory(key))
+                pipe.hmget(
+                    self._keys.conversation_meta(key),
+                    ["turn", "compacted_through", "classified_through"],
+                )
+                raw, (turn, compacted, classified) = await pipe.execute()
+        except RedisError as exc:
+            raise MemoryUnavailable(f"redis load failed: {type(exc).__name__}") from exc
+        return ConversationProgress(
+            memory=WorkingMemory.model_validate_json(raw) if raw else None,
+            last_turn=int(turn or 0),
+            compacted_through=int(compacted or 0),
+            classified_through=int(classified or 0),
+        )
+
+    async def trace_turns(self, key: ConversationKey, first: int, last: int) -> list[ChatMessage]:
+        """The raw trace's messages of turns ``first..last``, in order."""
+        if last < first:
+            return []
+        try:
+            members = cast(
+                "list[bytes]",
+                await self._redis.zrangebyscore(
+                    self._keys.raw_trace(key),
+                    first * MAX_SEQ_PER_TURN,
+                    last * MAX_SEQ_PER_TURN + MAX_SEQ_PER_TURN - 1,
+                ),
+            )
+        except RedisError as exc:
+            raise MemoryUnavailable(f"redis read failed: {type(exc).__name__}") from exc
+        return [ChatMessage.model_validate_json(member) for member in members]
+
+    async def commit_compaction(
+        self,
+        key: ConversationKey,
+        *,
+        lease_token: str,
+        expected_compacted_through: int,
+        compacted_through: int,
+        memory: WorkingMemory | None,
+    ) -> None:
+        """Advance ``compacted_through`` and write (or, with None, drop) the working memory,
+        atomically, only if the lease is still ours and nobody compacted meanwhile."""
+        keys = [
+            self._keys.working_memory(key),
+            self._keys.conversation_meta(key),
+            self._keys.lease(key),
+        ]
+        args: list[str | int] = [
+            lease_token,
+            expected_compacted_through,
+            compacted_through,
+            memory.model_dump_json() if memory is not None else "",
+        ]
+        try:
+            status, value = cast("list[bytes]", await self._commit(keys=keys, args=args))
+        except RedisError as exc:
+            raise MemoryUnavailable(f"redis commit failed: {type(exc).__name__}") from exc
+        if status != b"ok":
+            raise MemoryConflict(f"compaction commit refused: {status.decode()} ({value.decode()})")
+
+    async def mark_classified(self, key: ConversationKey, turn: int) -> None:
+        await self._raise(
+            keys=[self._keys.conversation_meta(key)], args=["classified_through", turn]
+        )
+
+    async def touch(self, key: ConversationKey, at: float) -> None:
+        await self._redis.zadd(self._keys.activity(), {activity_member(key): at}, gt=True)
+
+    async def idle(self, before: float, limit: int = 100) -> list[tuple[ConversationKey, float]]:
+        rows = cast(
+            "list[tuple[bytes, float]]",
+            await self._redis.zrangebyscore(
+                self._keys.activity(), "-inf", before, start=0, num=limit, withscores=True
+            ),
+        )
+        return [(parse_activity_member(member.decode()), score) for member, score in rows]
+
+    async def clear_activity(self, key: ConversationKey, seen_score: float) -> bool:
+        """Remove the conversation from the sweep unless it became active again."""
+        removed = await self._clear(
+            keys=[self._keys.activity()], args=[activity_member(key), seen_score]
+        )
+        return bool(removed)
+
+    async def job_done(self, tenant_id: str, user_id: str, job_id: str) -> bool:
+        return bool(await self._redis.exists(self._keys.memory_job(tenant_id, user_id, job_id)))
+
+    async def mark_job_done(self, tenant_id: str, user_id: str, job_id: str) -> None:
+        await self._redis.set(
+            self._keys.memory_job(tenant_id, user_id, job_id), b"1", ex=self._job_ttl
+        )

@@ -1,0 +1,62 @@
+"""``llm-bot worker``: the memory worker process, until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import time
+
+import structlog
+
+from llm_bot.bootstrap import build_worker
+from llm_bot.config import Settings
+from llm_bot.entrypoints.http_server import HealthServer
+from llm_bot.entrypoints.startup import check_redis, redis_readiness
+from llm_bot.service.idle_sweep import sweep_forever
+
+log = structlog.get_logger(__name__)
+
+
+async def run_worker(settings: Settings) -> None:
+    """Consume memory jobs and sweep idle conversations; drain on SIGTERM/SIGINT."""
+    worker = build_worker(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+
+    async def broker_ready() -> str | None:
+        return worker.consumer.readiness()
+
+    health = HealthServer(
+        host=settings.http_host,
+        port=settings.http_port,
+        checks={"broker": broker_ready, "redis": lambda: redis_readiness(worker.redis)},
+        registry=worker.metrics.registry,
+    )
+    sweeper: asyncio.Task[None] | None = None
+    try:
+        await check_redis(worker.redis)
+        await health.start()
+        await worker.consumer.start()
+        sweeper = asyncio.create_task(
+            sweep_forever(
+                progress=worker.progress,
+                publish=worker.consumer.publish_job,
+                idle_seconds=settings.memory_ttl_seconds,
+                interval_seconds=settings.sweep_interval_seconds,
+                stop=stop,
+                clock=time.time,
+            )
+        )
+        log.info("worker.ready", http_port=health.port)
+        await stop.wait()
+        await worker.consumer.stop(grace_seconds=settings.shutdown_grace_seconds)
+    finally:
+        stop.set()
+        if sweeper is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
+        await health.stop()
+        await worker.close()

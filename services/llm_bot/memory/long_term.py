@@ -1,0 +1,111 @@
+"""Long-term memory items (SPEC 5.5), per tenant + user, each with its provenance."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from llm_bot.memory.classification import EventType
+
+LtmKind = str
+KINDS: tuple[LtmKind, ...] = ("facts", "episodes", "events")
+
+
+class Source(BaseModel):
+    """Where an item came from: a conversation's turns and the events behind them."""
+
+    model_config = ConfigDict(frozen=True)
+
+    conversation_id: str
+    turns: tuple[int, ...]
+    event_ids: tuple[str, ...] = ()
+
+
+class ProfileAttribute(BaseModel):
+    """A key → value attribute of the user (preferred_language, timezone, ...)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    value: str
+    updated_at: str
+    source: Source | None = None
+
+
+class SemanticFact(BaseModel):
+    """A stable fact, preference, constraint or decision about the user."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    fact: str
+    tags: tuple[str, ...] = ()
+    confidence: float = Field(ge=0.0, le=1.0)
+    salience: float = Field(ge=0.0, le=1.0)
+    sources: tuple[Source, ...] = ()
+    created_at: str
+    updated_at: str
+
+
+class EpisodicSummary(BaseModel):
+    """What happened over some turns of one conversation."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    conversation_id: str
+    turns: tuple[int, ...]
+    summary: str
+    tags: tuple[str, ...] = ()
+    salience: float = Field(ge=0.0, le=1.0)
+    created_at: str
+    event_ids: tuple[str, ...] = ()
+
+
+class NotableEvent(BaseModel):
+    """A classified user message at or above the importance threshold."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    event_type: EventType
+    importance: float = Field(ge=0.0, le=1.0)
+    summary: str
+    tags: tuple[str, ...] = ()
+    conversation_id: str
+    turn: int
+    event_id: str
+    created_at: str
+
+
+class LongTermBundle(BaseModel):
+    """What ``recall`` loads for the memory block: a small, pre-ranked selection kept by the
+    memory worker next to the full long-term store."""
+
+    model_config = ConfigDict(frozen=True)
+
+    profile: tuple[ProfileAttribute, ...] = ()
+    facts: tuple[SemanticFact, ...] = ()
+    episodes: tuple[EpisodicSummary, ...] = ()
+    events: tuple[NotableEvent, ...] = ()
+
+    def item_count(self) -> int:
+        return len(self.profile) + len(self.facts) + len(self.episodes) + len(self.events)
+
+
+_PUNCT = re.compile(r"[\W_]+", re.UNICODE)
+
+
+def normalize_fact(text: str) -> str:
+    """Case-, accent-width- and punctuation-insensitive form used to recognise restatements."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return " ".join(_PUNCT.sub(" ", folded).split())
+
+
+def stable_id(prefix: str, *parts: str) -> str:
+    """A deterministic id: rerunning the same work writes the same item."""
+    digest = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:20]
+    return f"{prefix}_{digest}"

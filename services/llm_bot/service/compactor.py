@@ -1,0 +1,160 @@
+"""Compaction and finalization in the memory worker (SPEC 5.4, 5.6), off the reply path.
+
+The summarizer call runs without the conversation's lease (a reply never waits for it);
+the lease is taken only for the short commit, which re-reads the working memory and
+checks that nobody compacted meanwhile. Long-term writes come first and are idempotent
+(stable ids, restatement merge), so a retry after any failure neither loses nor doubles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+import structlog
+
+from llm_bot.adapters.redis_ltm import RedisLongTermStore
+from llm_bot.adapters.redis_progress import RedisMemoryProgress
+from llm_bot.errors import RetryableError
+from llm_bot.memory.compaction import (
+    apply_compaction,
+    parse_summarizer_output,
+    summarizer_json_schema,
+    summarizer_messages,
+    turns_to_compact,
+)
+from llm_bot.memory.long_term import (
+    EpisodicSummary,
+    ProfileAttribute,
+    SemanticFact,
+    Source,
+    stable_id,
+)
+from llm_bot.memory.retention import remember_fact
+from llm_bot.memory.working import ConversationKey, WorkingMemory
+from llm_bot.ports import ConversationLease, StructuredModel
+from llm_bot.telemetry.metrics import Metrics
+
+log = structlog.get_logger(__name__)
+
+
+class SummarizerFailed(RetryableError):
+    """The summarizer returned junk: the turns stay pending and are retried."""
+
+    code = "model_error"
+
+
+class Compactor:
+    """Folds turns that left the window into the rolling summary and long-term memory."""
+
+    def __init__(
+        self,
+        *,
+        progress: RedisMemoryProgress,
+        ltm: RedisLongTermStore,
+        lease: ConversationLease,
+        model: StructuredModel,
+        metrics: Metrics,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._progress = progress
+        self._ltm = ltm
+        self._lease = lease
+        self._model = model
+        self._metrics = metrics
+        self._clock = clock
+
+    async def compact(
+        self, key: ConversationKey, *, token_pressure: bool, finalize: bool = False
+    ) -> tuple[int, ...]:
+        """Compact what is due; on ``finalize`` everything, then drop the working memory.
+
+        Returns the turns folded (empty when there was nothing to do: a no-op)."""
+        before = await self._progress.load(key)
+        memory = before.memory or WorkingMemory()
+        turns = turns_to_compact(
+            memory,
+            last_turn=before.last_turn,
+            compacted_through=before.compacted_through,
+            token_pressure=token_pressure,
+            finalize=finalize,
+        )
+        summary = memory.summary
+        if turns:
+            summary = await self._fold(key, memory.summary, turns)
+        if not turns and not (finalize and before.memory is not None):
+            return ()
+        async with self._lease.hold(key) as token:
+            current = await self._progress.load(key)
+            latest = None if finalize else current.memory
+            if latest is not None and turns:
+                latest = apply_compaction(latest, turns=turns, rolling_summary=summary)
+            await self._progress.commit_compaction(
+                key,
+                lease_token=token,
+                expected_compacted_through=before.compacted_through,
+                compacted_through=turns[-1] if turns else before.compacted_through,
+                memory=latest,
+            )
+        self._metrics.compactions.labels("finalized" if finalize else "ok").inc()
+        log.info("memory.compacted", turns=list(turns), finalize=finalize)
+        return turns
+
+    async def _fold(self, key: ConversationKey, previous: str, turns: tuple[int, ...]) -> str:
+        """Summarize ``turns`` and write their episode, facts and profile; returns the new
+        rolling summary. Raises ``SummarizerFailed`` on junk (nothing is committed)."""
+        messages = await self._progress.trace_turns(key, turns[0], turns[-1])
+        try:
+            reply = await self._model.complete_json(
+                summarizer_messages(previous, messages),
+                schema_name="memory_compaction",
+                schema=summarizer_json_schema(),
+                conversation_id=key.conversation_id,
+            )
+        except RetryableError:
+            self._metrics.compactions.labels("failed").inc()
+            raise
+        output = parse_summarizer_output(reply.text)
+        if output is None:
+            self._metrics.compactions.labels("failed").inc()
+            raise SummarizerFailed("summarizer returned invalid output; turns stay pending")
+        now = self._clock().isoformat()
+        event_ids = tuple(sorted({m.event_id for m in messages if m.event_id}))
+        source = Source(conversation_id=key.conversation_id, turns=turns, event_ids=event_ids)
+        episode = EpisodicSummary(
+            id=stable_id("ep", key.conversation_id, str(turns[0]), str(turns[-1])),
+            conversation_id=key.conversation_id,
+            turns=turns,
+            summary=output.episode_summary,
+            tags=tuple(t.lower() for t in output.episode_tags),
+            salience=output.salience,
+            created_at=now,
+            event_ids=event_ids,
+        )
+        known = await self._ltm.facts(key.tenant_id, key.user_id)
+        facts: list[SemanticFact] = []
+        for item in output.facts:
+            fact = remember_fact(
+                [*known, *facts],
+                fact=item.fact,
+                tags=[t.lower() for t in item.tags],
+                confidence=item.confidence,
+                salience=output.salience,
+                source=source,
+                now=now,
+            )
+            facts = [f for f in facts if f.id != fact.id] + [fact]
+        profile = [
+            ProfileAttribute(
+                key=p.key.strip().lower(), value=p.value, updated_at=now, source=source
+            )
+            for p in output.profile
+        ]
+        written = await self._ltm.write(
+            key.tenant_id, key.user_id, profile=profile, facts=facts, episodes=[episode]
+        )
+        for kind, count in (("episodes", 1), ("facts", len(facts)), ("profile", len(profile))):
+            if count:
+                self._metrics.ltm_writes.labels(kind).inc(count)
+        log.info("memory.folded", turns=list(turns), items_written=written)
+        return output.rolling_summary

@@ -1,0 +1,70 @@
+"""Finalizing idle conversations (SPEC 5.6) by a sweep over the activity sorted set, not
+Redis keyspace notifications (which are lossy and off by default)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+
+import structlog
+from redis.exceptions import RedisError
+
+from llm_bot.adapters.redis_progress import RedisMemoryProgress, activity_member
+from llm_bot.contract import MemoryJobV1
+from llm_bot.errors import LlmBotError
+
+log = structlog.get_logger(__name__)
+
+PublishJob = Callable[[MemoryJobV1], Awaitable[None]]
+
+
+async def sweep_once(
+    *, progress: RedisMemoryProgress, publish: PublishJob, idle_seconds: float, now: float
+) -> int:
+    """Queue a finalize job for every conversation idle past ``idle_seconds``; returns how
+    many. The job is published (confirmed) before the conversation leaves the activity set,
+    so a crash in between only repeats a job, which the worker deduplicates by id."""
+    queued = 0
+    for key, seen in await progress.idle(before=now - idle_seconds):
+        digest = hashlib.sha256(f"{activity_member(key)}|{seen}".encode()).hexdigest()[:24]
+        await publish(
+            MemoryJobV1(
+                id=f"idle_{digest}",
+                kind="finalize",
+                tenant_id=key.tenant_id,
+                user_id=key.user_id,
+                conversation_id=key.conversation_id,
+                turn=0,
+                created_at=datetime.fromtimestamp(now, UTC),
+            )
+        )
+        await progress.clear_activity(key, seen)
+        queued += 1
+    if queued:
+        log.info("sweep.finalize_queued", conversations=queued)
+    return queued
+
+
+async def sweep_forever(
+    *,
+    progress: RedisMemoryProgress,
+    publish: PublishJob,
+    idle_seconds: float,
+    interval_seconds: float,
+    stop: asyncio.Event,
+    clock: Callable[[], float],
+) -> None:
+    """Sweep every ``interval_seconds`` until ``stop`` is set; failures are logged and the
+    next sweep tries again."""
+    while not stop.is_set():
+        try:
+            await sweep_once(
+                progress=progress, publish=publish, idle_seconds=idle_seconds, now=clock()
+            )
+        except (LlmBotError, RedisError, OSError) as exc:
+            log.warning("sweep.failed", error=str(exc), error_type=type(exc).__name__)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval_seconds)

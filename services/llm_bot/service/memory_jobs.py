@@ -1,0 +1,104 @@
+"""The memory worker's job handler: delivery in, outcome out (knows nothing of aio-pika).
+
+A ``turn`` job classifies the new user messages and compacts what left the window (or
+what token pressure pushes out); a ``finalize`` job compacts everything left and removes
+the working memory. Jobs are idempotent (a done-marker per job id, and all work keyed by
+the conversation's progress in Redis) and retried like events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+import structlog
+from pydantic import ValidationError
+
+from llm_bot.adapters.redis_progress import RedisMemoryProgress
+from llm_bot.contract import MemoryJobV1
+from llm_bot.errors import InvalidEvent, RetryableError
+from llm_bot.memory.working import ConversationKey
+from llm_bot.service.classifier import MessageClassifier
+from llm_bot.service.compactor import Compactor
+from llm_bot.service.handler import Delivery, first_attempt
+from llm_bot.service.outcomes import Duplicate, Outcome, Recorded, outcome_for_error
+from llm_bot.service.retry import Exhausted, RetryPolicy, with_retries
+from llm_bot.telemetry.metrics import Metrics
+
+log = structlog.get_logger(__name__)
+
+
+class MemoryJobHandler:
+    """Runs one memory job to completion, or names its terminal outcome."""
+
+    def __init__(
+        self,
+        *,
+        progress: RedisMemoryProgress,
+        classifier: MessageClassifier,
+        compactor: Compactor,
+        retry: RetryPolicy,
+        compaction_threshold_tokens: int,
+        metrics: Metrics,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._progress = progress
+        self._classifier = classifier
+        self._compactor = compactor
+        self._retry = retry
+        self._threshold = compaction_threshold_tokens
+        self._metrics = metrics
+        self._clock = clock
+
+    async def handle(self, delivery: Delivery) -> Outcome:
+        attempt = first_attempt(delivery)
+        try:
+            job = MemoryJobV1.model_validate_json(delivery.body)
+        except ValidationError as exc:
+            error = InvalidEvent(f"invalid memory job: {exc.error_count()} problems")
+            return outcome_for_error(error, ids=None, attempts=attempt)
+        structlog.contextvars.bind_contextvars(
+            job_id=job.id,
+            job_kind=job.kind,
+            tenant_id=job.tenant_id,
+            conversation_id=job.conversation_id,
+        )
+        try:
+            result = await with_retries(
+                lambda: self._run(job),
+                policy=self._retry,
+                attempt=attempt,
+                on_retry=self._on_retry,
+            )
+        except Exception as exc:  # noqa: BLE001  # the one place job errors become outcomes
+            log.warning("memory_job.failed", error=str(exc), error_type=type(exc).__name__)
+            return outcome_for_error(exc, ids=None, attempts=attempt)
+        if isinstance(result, Exhausted):
+            return outcome_for_error(result.error, ids=None, attempts=result.attempts)
+        return result
+
+    def _on_retry(self, attempt: int, error: RetryableError, delay: float) -> None:
+        log.warning(
+            "memory_job.retrying",
+            attempt=attempt,
+            code=error.code,
+            error=str(error),
+            delay_seconds=round(delay, 3),
+        )
+        self._metrics.retried()
+
+    async def _run(self, job: MemoryJobV1) -> Outcome:
+        if await self._progress.job_done(job.tenant_id, job.user_id, job.id):
+            return Duplicate(candidate=None)
+        key = ConversationKey(job.tenant_id, job.user_id, job.conversation_id)
+        if job.kind == "turn":
+            await self._progress.touch(key, self._clock().timestamp())
+        stored = await self._classifier.classify_through(
+            key, job.turn if job.kind == "turn" else None
+        )
+        pressure = job.prompt_tokens is not None and job.prompt_tokens > self._threshold
+        folded = await self._compactor.compact(
+            key, token_pressure=pressure, finalize=job.kind == "finalize"
+        )
+        await self._progress.mark_job_done(job.tenant_id, job.user_id, job.id)
+        return Recorded(f"{job.kind}: {stored} notable events, turns {list(folded)} compacted")
