@@ -41,6 +41,26 @@ test: $(STAMP) ## run the whole suite against real RabbitMQ and Redis
 test-unit: $(STAMP) ## unit tests only (no services needed)
 	$(BIN)/pytest tests/unit
 
+.PHONY: infra-check
+infra-check: ## validate infra/: promtool on alert rules, their tests and prometheus.yml; compose and kustomize when installed
+	@command -v promtool >/dev/null 2>&1 || { \
+		echo "promtool is missing: install Debian's prometheus package (apt-get install -y prometheus)"; exit 1; }
+	promtool check rules infra/prometheus/alerts.yml
+	promtool test rules infra/prometheus/tests.yml
+	promtool check config infra/prometheus/prometheus.yml
+	@if docker compose version >/dev/null 2>&1; then \
+		echo "docker compose -f infra/compose.yaml config -q"; \
+		docker compose -f infra/compose.yaml config -q; \
+	else \
+		echo "docker compose is not available: infra/compose.yaml not checked"; \
+	fi
+	@if command -v kubectl >/dev/null 2>&1; then \
+		echo "kubectl kustomize infra/k8s"; \
+		kubectl kustomize infra/k8s >/dev/null; \
+	else \
+		echo "kubectl is not available: infra/k8s not checked"; \
+	fi
+
 .PHONY: lint
 lint: $(STAMP) ## ruff (lint + format check), mypy --strict, schema drift check
 	$(BIN)/ruff check .

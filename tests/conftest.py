@@ -11,7 +11,7 @@ import redis
 
 from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
-from tests.support.harness import TEST_KEY_PREFIX, test_settings
+from tests.support.harness import TEST_KEY_PREFIX, settings_for_test
 from tests.support.services import DEFAULT_AMQP_URL, DEFAULT_REDIS_URL, ServiceUrls, real_services
 
 
@@ -52,6 +52,6 @@ def make_settings(
     service_urls: ServiceUrls, fake_model: FakeModelServer
 ) -> Callable[..., Settings]:
     def factory(**overrides: Any) -> Settings:
-        return test_settings(service_urls, fake_model.base_url, **overrides)
+        return settings_for_test(service_urls, fake_model.base_url, **overrides)
 
     return factory

@@ -18,7 +18,7 @@ import time
 
 from llm_bot.fake_model import FakeModelServer
 from tests.support.events import message_event, new_id
-from tests.support.harness import TEST_KEY_PREFIX, bot, test_settings
+from tests.support.harness import TEST_KEY_PREFIX, bot, settings_for_test
 from tests.support.services import DEFAULT_AMQP_URL, DEFAULT_REDIS_URL, ServiceUrls
 
 
@@ -28,7 +28,7 @@ async def run(events: int, conversations: int, latency: float, prefetch: int) ->
     )
     async with FakeModelServer() as fake:
         fake.set_latency(latency)
-        settings = test_settings(urls, fake.base_url, prefetch=prefetch, log_level="warning")
+        settings = settings_for_test(urls, fake.base_url, prefetch=prefetch, log_level="warning")
         convs = [new_id("c") for _ in range(conversations)]
         user = new_id("u")
         async with bot(settings) as (service, client):

@@ -35,7 +35,7 @@ from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.memory.working import ConversationKey
 from tests.support.events import message_event, new_id
-from tests.support.harness import Integrator, Received, integrator, test_settings
+from tests.support.harness import Integrator, Received, integrator, settings_for_test
 from tests.support.processes import ConsumerProcess
 from tests.support.service_control import rabbit_start_app, rabbit_stop_app
 from tests.support.services import DEFAULT_AMQP_URL, DEFAULT_REDIS_URL, ServiceUrls
@@ -257,7 +257,7 @@ async def run(args: argparse.Namespace) -> int:
     print(f"consumer logs: {log_dir}\npublishing {args.events} events, {pace}", flush=True)
     async with FakeModelServer() as fake:
         fake.set_latency(args.latency)
-        settings = test_settings(
+        settings = settings_for_test(
             urls, fake.base_url, prefetch=args.prefetch, lease_seconds=args.lease_seconds,
             max_attempts=args.max_attempts, retry_base_seconds=args.retry_base,
             log_level="warning",

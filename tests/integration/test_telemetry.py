@@ -117,13 +117,18 @@ async def test_metrics_move_with_real_traffic_and_pass_promtool(
                 message_event(tenant="tm", user=user, conversation=conv, text="three")
             )
             await client.next_candidate()
-            async with (
-                aiohttp.ClientSession() as session,
-                session.get(f"http://127.0.0.1:{server.port}/metrics") as response,
-            ):
-                assert response.status == 200
-                assert response.headers["Content-Type"].startswith("text/plain")
-                text = await response.text()
+            async with asyncio.timeout(10):  # the last ack (and its metrics) follows the reply
+                while True:
+                    async with (
+                        aiohttp.ClientSession() as session,
+                        session.get(f"http://127.0.0.1:{server.port}/metrics") as response,
+                    ):
+                        assert response.status == 200
+                        assert response.headers["Content-Type"].startswith("text/plain")
+                        text = await response.text()
+                    if 'llmbot_events_total{outcome="ok"} 3.0' in text:
+                        break
+                    await asyncio.sleep(0.05)
         finally:
             await server.stop()
     samples = _samples(text)

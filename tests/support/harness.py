@@ -20,7 +20,7 @@ from aio_pika.abc import (
     AbstractRobustConnection,
 )
 
-from llm_bot.bootstrap import Service, build_service
+from llm_bot.bootstrap import Service, Worker, build_service, build_worker
 from llm_bot.config import Settings, load_settings
 from llm_bot.entrypoints.startup import check_redis
 from tests.support.events import encode
@@ -30,7 +30,7 @@ TEST_KEY_PREFIX = f"llmbot-test-{uuid.uuid4().hex[:8]}"
 """Redis key prefix of this test session: its keys are removed when the session ends."""
 
 
-def test_settings(urls: ServiceUrls, model_base_url: str, **overrides: Any) -> Settings:
+def settings_for_test(urls: ServiceUrls, model_base_url: str, **overrides: Any) -> Settings:
     """Settings with topology names unique to one test, so tests never share queues."""
     suffix = uuid.uuid4().hex[:10]
     values: dict[str, Any] = {
@@ -214,3 +214,16 @@ async def bot(settings: Settings, **wiring: Any) -> AsyncIterator[tuple[Service,
     """
     async with integrator(settings) as client, running_service(settings, **wiring) as service:
         yield service, client
+
+
+@asynccontextmanager
+async def running_worker(settings: Settings, **wiring: Any) -> AsyncIterator[Worker]:
+    """The memory worker consuming its jobs queue in-process (no idle sweep loop)."""
+    worker = build_worker(settings, **wiring)
+    await check_redis(worker.redis)
+    await worker.consumer.start()
+    try:
+        yield worker
+    finally:
+        await worker.consumer.stop(grace_seconds=5)
+        await worker.close()

@@ -1,9 +1,10 @@
 """Compaction and finalization in the memory worker (SPEC 5.4, 5.6), off the reply path.
 
 The summarizer call runs without the conversation's lease (a reply never waits for it);
-the lease is taken only for the short commit, which re-reads the working memory and
-checks that nobody compacted meanwhile. Long-term writes come first and are idempotent
-(stable ids, restatement merge), so a retry after any failure neither loses nor doubles.
+the lease is taken only for the short write: it checks that nobody compacted meanwhile,
+writes the long-term items (idempotent: stable ids, restatement merge) and commits the
+working memory with ``compacted_through`` (fenced by the lease token). A failure anywhere
+leaves the turns pending for the retry, never lost and never folded twice.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import structlog
 
 from llm_bot.adapters.redis_ltm import RedisLongTermStore
 from llm_bot.adapters.redis_progress import RedisMemoryProgress
-from llm_bot.errors import RetryableError
+from llm_bot.errors import MemoryConflict, RetryableError
 from llm_bot.memory.compaction import (
+    SummarizerOutput,
     apply_compaction,
     parse_summarizer_output,
     summarizer_json_schema,
@@ -30,6 +32,7 @@ from llm_bot.memory.long_term import (
     Source,
     stable_id,
 )
+from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.retention import remember_fact
 from llm_bot.memory.working import ConversationKey, WorkingMemory
 from llm_bot.ports import ConversationLease, StructuredModel
@@ -79,16 +82,20 @@ class Compactor:
             token_pressure=token_pressure,
             finalize=finalize,
         )
-        summary = memory.summary
-        if turns:
-            summary = await self._fold(key, memory.summary, turns)
         if not turns and not (finalize and before.memory is not None):
             return ()
+        folded = await self._summarize(key, memory.summary, turns) if turns else None
         async with self._lease.hold(key) as token:
             current = await self._progress.load(key)
+            if current.compacted_through != before.compacted_through:
+                raise MemoryConflict("another worker compacted this conversation meanwhile")
             latest = None if finalize else current.memory
-            if latest is not None and turns:
-                latest = apply_compaction(latest, turns=turns, rolling_summary=summary)
+            if folded is not None:
+                await self._write_long_term(key, turns, *folded)
+                if latest is not None:
+                    latest = apply_compaction(
+                        latest, turns=turns, rolling_summary=folded[0].rolling_summary
+                    )
             await self._progress.commit_compaction(
                 key,
                 lease_token=token,
@@ -100,9 +107,11 @@ class Compactor:
         log.info("memory.compacted", turns=list(turns), finalize=finalize)
         return turns
 
-    async def _fold(self, key: ConversationKey, previous: str, turns: tuple[int, ...]) -> str:
-        """Summarize ``turns`` and write their episode, facts and profile; returns the new
-        rolling summary. Raises ``SummarizerFailed`` on junk (nothing is committed)."""
+    async def _summarize(
+        self, key: ConversationKey, previous: str, turns: tuple[int, ...]
+    ) -> tuple[SummarizerOutput, list[ChatMessage]]:
+        """The summarizer's validated output for ``turns`` (no writes). Raises
+        ``SummarizerFailed`` on junk: nothing changes and the turns stay pending."""
         messages = await self._progress.trace_turns(key, turns[0], turns[-1])
         try:
             reply = await self._model.complete_json(
@@ -118,11 +127,23 @@ class Compactor:
         if output is None:
             self._metrics.compactions.labels("failed").inc()
             raise SummarizerFailed("summarizer returned invalid output; turns stay pending")
+        return output, messages
+
+    async def _write_long_term(
+        self,
+        key: ConversationKey,
+        turns: tuple[int, ...],
+        output: SummarizerOutput,
+        messages: list[ChatMessage],
+    ) -> None:
+        """The episode, facts and profile of ``turns``, with provenance. Idempotent: the
+        episode's id is keyed by the conversation and the first turn (every compaction
+        starts right after the last one), facts merge restatements."""
         now = self._clock().isoformat()
         event_ids = tuple(sorted({m.event_id for m in messages if m.event_id}))
         source = Source(conversation_id=key.conversation_id, turns=turns, event_ids=event_ids)
         episode = EpisodicSummary(
-            id=stable_id("ep", key.conversation_id, str(turns[0]), str(turns[-1])),
+            id=stable_id("ep", key.conversation_id, str(turns[0])),
             conversation_id=key.conversation_id,
             turns=turns,
             summary=output.episode_summary,
@@ -157,4 +178,3 @@ class Compactor:
             if count:
                 self._metrics.ltm_writes.labels(kind).inc(count)
         log.info("memory.folded", turns=list(turns), items_written=written)
-        return output.rolling_summary

@@ -8,9 +8,7 @@ if a lease expired.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -22,6 +20,7 @@ from llm_bot.graph.builder import CompiledGraph
 from llm_bot.graph.state import ChatEvent, GraphContext
 from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import ConversationLease
+from llm_bot.service.conversation_locks import ConversationLocks
 from llm_bot.service.erasure import Eraser
 from llm_bot.service.outcomes import (
     DeadLetter,
@@ -55,25 +54,6 @@ class DeliveryHandler(Protocol):
     async def handle(self, delivery: Delivery) -> Outcome: ...
 
 
-@dataclass
-class _ConversationLocks:
-    locks: dict[ConversationKey, asyncio.Lock] = field(default_factory=dict)
-    users: dict[ConversationKey, int] = field(default_factory=dict)
-
-    @asynccontextmanager
-    async def hold(self, key: ConversationKey) -> AsyncIterator[None]:
-        lock = self.locks.setdefault(key, asyncio.Lock())
-        self.users[key] = self.users.get(key, 0) + 1
-        try:
-            async with lock:
-                yield
-        finally:
-            self.users[key] -= 1
-            if self.users[key] == 0:
-                del self.users[key]
-                del self.locks[key]
-
-
 class EventHandler:
     """Validates an event, routes it by type, runs the graph, names the outcome.
 
@@ -102,7 +82,7 @@ class EventHandler:
         self._retry = retry
         self._max_body_bytes = max_body_bytes
         self._log_content = log_content
-        self._locks = _ConversationLocks()
+        self._locks = ConversationLocks()
 
     async def handle(self, delivery: Delivery) -> Outcome:
         """Never raises (but for cancellation): every failure becomes a ``DeadLetter``."""

@@ -20,6 +20,7 @@ from llm_bot.errors import InvalidEvent, RetryableError
 from llm_bot.memory.working import ConversationKey
 from llm_bot.service.classifier import MessageClassifier
 from llm_bot.service.compactor import Compactor
+from llm_bot.service.conversation_locks import ConversationLocks
 from llm_bot.service.handler import Delivery, first_attempt
 from llm_bot.service.outcomes import Duplicate, Outcome, Recorded, outcome_for_error
 from llm_bot.service.retry import Exhausted, RetryPolicy, with_retries
@@ -49,6 +50,7 @@ class MemoryJobHandler:
         self._threshold = compaction_threshold_tokens
         self._metrics = metrics
         self._clock = clock
+        self._locks = ConversationLocks()
 
     async def handle(self, delivery: Delivery) -> Outcome:
         attempt = first_attempt(delivery)
@@ -91,6 +93,10 @@ class MemoryJobHandler:
         if await self._progress.job_done(job.tenant_id, job.user_id, job.id):
             return Duplicate(candidate=None)
         key = ConversationKey(job.tenant_id, job.user_id, job.conversation_id)
+        async with self._locks.hold(key):
+            return await self._run_locked(job, key)
+
+    async def _run_locked(self, job: MemoryJobV1, key: ConversationKey) -> Outcome:
         if job.kind == "turn":
             await self._progress.touch(key, self._clock().timestamp())
         stored = await self._classifier.classify_through(

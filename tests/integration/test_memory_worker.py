@@ -1,0 +1,205 @@
+"""The memory worker against real RabbitMQ and Redis, with the fake model answering the
+summarizer and classifier prompts."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+
+import pytest
+
+from llm_bot.config import Settings
+from llm_bot.contract import MemoryJobV1
+from llm_bot.fake_model import FakeModelServer, Fault
+from llm_bot.memory.working import ConversationKey
+from tests.support.events import message_event, new_id
+from tests.support.harness import Integrator, bot, running_worker, settings_for_test
+from tests.support.memory_model import memory_responder, schema_name
+from tests.support.services import ServiceUrls
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def memory_model() -> AsyncIterator[FakeModelServer]:
+    async with FakeModelServer(responder=memory_responder) as server:
+        yield server
+
+
+@pytest.fixture
+def memory_settings(
+    service_urls: ServiceUrls, memory_model: FakeModelServer
+) -> Callable[..., Settings]:
+    def factory(**overrides: object) -> Settings:
+        values: dict[str, object] = {"memory_max_messages": 4, "retry_base_seconds": 0.05}
+        values.update(overrides)
+        return settings_for_test(service_urls, memory_model.base_url, **values)
+
+    return factory
+
+
+async def say(client: Integrator, key: ConversationKey, text: str) -> dict[str, object]:
+    event = message_event(
+        tenant=key.tenant_id, user=key.user_id, conversation=key.conversation_id, text=text
+    )
+    await client.publish(event)
+    return (await client.next_candidate()).body
+
+
+async def settled(client: Integrator, within: float = 60.0) -> None:
+    """Wait until the memory queue is empty and stays empty (the worker caught up)."""
+    quiet = 0
+    async with asyncio.timeout(within):
+        while quiet < 5:
+            depth = await client.queue_depth(client.settings.memory_queue)
+            quiet = quiet + 1 if depth == 0 else 0
+            await asyncio.sleep(0.1)
+
+
+def chat_requests(model: FakeModelServer) -> list[object]:
+    return [r for r in model.chat_requests() if schema_name(r) is None]
+
+
+async def test_forty_turns_compact_into_summary_and_episodes_covering_every_evicted_turn(
+    memory_settings: Callable[..., Settings], memory_model: FakeModelServer
+) -> None:
+    """A 40-turn conversation with small bounds ends with a rolling summary and episodic
+    items whose provenance covers every turn that left the window; prompts stay bounded."""
+    settings = memory_settings()
+    key = ConversationKey("tw40", new_id("u"), new_id("c"))
+    async with bot(settings) as (service, client), running_worker(settings) as worker:
+        await say(client, key, "Hi, my name is Ann and I speak Thai")
+        for turn in range(2, 41):
+            await say(client, key, f"question number {turn}")
+            await settled(client) if turn % 10 == 0 else None
+        await settled(client)
+        memory = await service.store.working_memory(key)
+        episodes = await worker.ltm.episodes(key.tenant_id, key.user_id)
+        facts = await worker.ltm.facts(key.tenant_id, key.user_id)
+        profile = await worker.ltm.profile(key.tenant_id, key.user_id)
+        progress = await worker.progress.load(key)
+    assert memory is not None
+    window_turns = {m.turn for m in memory.messages}
+    assert max(window_turns) == 40
+    assert memory.summary
+    assert memory.pending_compaction == ()
+    covered = sorted(t for episode in episodes for t in episode.turns)
+    assert covered == list(range(1, min(window_turns)))  # every evicted turn, exactly once
+    assert progress.compacted_through == min(window_turns) - 1
+    assert all(e.event_ids for e in episodes)
+    assert [f.fact for f in facts] == ["The user's name is Ann."]
+    assert facts[0].sources[0].turns[0] == 1
+    assert profile["preferred_language"].value == "thai"
+    for request in chat_requests(memory_model):
+        window = [m for m in request.messages() if m["role"] != "system"]
+        assert len(window) <= 4
+
+
+async def test_a_new_conversation_starts_from_long_term_memory(
+    memory_settings: Callable[..., Settings], memory_model: FakeModelServer
+) -> None:
+    """After a conversation is finalized, the user's next conversation opens with its
+    profile, facts and episode in the memory block of the first turn."""
+    settings = memory_settings()
+    user = new_id("u")
+    first = ConversationKey("tnew", user, new_id("c"))
+    async with bot(settings) as (service, client), running_worker(settings):
+        await say(client, first, "my name is Ann")
+        await say(client, first, "I speak Thai")
+        await say(client, first, "I want a refund for order 42")
+        await client.publish(
+            message_event(
+                tenant="tnew",
+                user=user,
+                conversation=first.conversation_id,
+                text=None,
+                event_type="conversation.end",
+            )
+        )
+        await settled(client)
+        assert await service.store.working_memory(first) is None
+        second = ConversationKey("tnew", user, new_id("c"))
+        reply = await say(client, second, "hello again")
+    system = chat_requests(memory_model)[-1].messages()[0]
+    assert system["role"] == "system"
+    block = system["content"]
+    assert "[MEMORY:PROFILE]\n- preferred_language: thai" in block
+    assert "[MEMORY:SEMANTIC]\n- The user's name is Ann." in block
+    assert "[MEMORY:EPISODIC]" in block
+    assert "(TRANSACTION) I want a refund for order 42" in block
+    assert reply["memory"]["long_term_items"] >= 3
+
+
+async def test_forget_erases_long_term_memory_of_that_user_only(
+    memory_settings: Callable[..., Settings], memory_model: FakeModelServer
+) -> None:
+    """memory.forget removes every key of the user in the tenant, long-term included, and
+    leaves another user's and another tenant's memory alone."""
+    settings = memory_settings()
+    user, other = new_id("u"), new_id("u")
+    keys = [
+        ConversationKey("tfg", user, new_id("c")),
+        ConversationKey("tfg", other, new_id("c")),
+        ConversationKey("tfg2", user, new_id("c")),
+    ]
+    prefix = settings.redis_key_prefix
+    async with bot(settings) as (service, client), running_worker(settings):
+        for key in keys:
+            await say(client, key, "my name is Bob")
+            await client.publish(
+                message_event(
+                    tenant=key.tenant_id,
+                    user=key.user_id,
+                    conversation=key.conversation_id,
+                    text=None,
+                    event_type="conversation.end",
+                )
+            )
+        await settled(client)
+        before = set(await service.redis.keys(f"{prefix}:*"))
+        mine = {k for k in before if k.startswith(f"{prefix}:{{tfg|{user}}}".encode())}
+        assert any(b":ltm:" in k for k in mine)
+        await client.publish(
+            message_event(
+                tenant="tfg", user=user, conversation="*", text=None, event_type="memory.forget"
+            )
+        )
+        await say(client, keys[1], "sync")
+        after = set(await service.redis.keys(f"{prefix}:*"))
+        activity = await service.redis.zrange(f"{prefix}:activity", 0, -1)
+    assert mine.isdisjoint(after)
+    assert (before - mine) <= after
+    assert not any(m.startswith(f"tfg|{user}|".encode()) for m in activity)
+
+
+async def test_failed_summarizer_leaves_turns_pending_and_a_retry_compacts_once(
+    memory_settings: Callable[..., Settings], memory_model: FakeModelServer
+) -> None:
+    """Junk from the summarizer keeps the turns pending; the retry folds them exactly once,
+    and replaying the same job later changes nothing."""
+    settings = memory_settings(memory_max_messages=2)
+    key = ConversationKey("tsf", new_id("u"), new_id("c"))
+    async with bot(settings) as (service, client), running_worker(settings) as worker:
+        await say(client, key, "first")
+        await settled(client)
+        memory_model.script(Fault.status(500), "not json at all")
+        await say(client, key, "second")
+        await settled(client)
+        episodes = await worker.ltm.episodes(key.tenant_id, key.user_id)
+        memory = await service.store.working_memory(key)
+        assert memory is not None
+        assert [e.turns for e in episodes] == [(1,)]
+        assert memory.pending_compaction == ()
+        replay = MemoryJobV1(
+            id="job_replayed",
+            kind="turn",
+            tenant_id=key.tenant_id,
+            user_id=key.user_id,
+            conversation_id=key.conversation_id,
+            turn=2,
+            created_at=datetime.now(UTC),
+        )
+        await worker.consumer.publish_job(replay)
+        await settled(client)
+        assert await worker.ltm.episodes(key.tenant_id, key.user_id) == episodes
