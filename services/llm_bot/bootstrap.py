@@ -88,6 +88,22 @@ def lease_wait_seconds(settings: Settings) -> float:
     return max(60.0, 2 * settings.openai_timeout_seconds + settings.lease_seconds)
 
 
+def long_term_store(settings: Settings, client: aioredis.Redis) -> RedisLongTermStore:
+    return RedisLongTermStore(
+        client=client,
+        keys=RedisKeys(prefix=settings.redis_key_prefix),
+        retention=RetentionPolicy(settings.ltm_max_items, settings.ltm_retention_days),
+    )
+
+
+def progress_store(settings: Settings, client: aioredis.Redis) -> RedisMemoryProgress:
+    return RedisMemoryProgress(
+        client=client,
+        keys=RedisKeys(prefix=settings.redis_key_prefix),
+        job_ttl_seconds=settings.dedupe_ttl_seconds,
+    )
+
+
 @dataclass
 class Service:
     """The running pieces of ``llm-bot run``."""
@@ -218,14 +234,8 @@ def build_worker(
         tracer=tracer,
         metrics=metrics,
     )
-    progress = RedisMemoryProgress(
-        client=redis, keys=keys, job_ttl_seconds=settings.dedupe_ttl_seconds
-    )
-    ltm = RedisLongTermStore(
-        client=redis,
-        keys=keys,
-        retention=RetentionPolicy(settings.ltm_max_items, settings.ltm_retention_days),
-    )
+    progress = progress_store(settings, redis)
+    ltm = long_term_store(settings, redis)
     lease = RedisConversationLease(
         client=redis,
         keys=keys,

@@ -12,10 +12,10 @@ import pytest
 from llm_bot.config import Settings
 from llm_bot.contract import MemoryJobV1
 from llm_bot.fake_model import FakeModelServer, Fault
+from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
 from llm_bot.memory.working import ConversationKey
 from tests.support.events import message_event, new_id
 from tests.support.harness import Integrator, bot, running_worker, settings_for_test
-from tests.support.memory_model import memory_responder, schema_name
 from tests.support.services import ServiceUrls
 
 pytestmark = pytest.mark.integration

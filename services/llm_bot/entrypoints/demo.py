@@ -1,9 +1,12 @@
 """``llm-bot demo``: a full conversation end to end through RabbitMQ, with no API key.
 
-Starts the project's fake OpenAI-compatible model, runs the consumer in-process on demo
-queue names (so a running ``llm-bot run`` is not disturbed), publishes a three-turn
-conversation as an integrator would, prints each CandidateV1, what the model was sent for
-the last turn, and the working memory at the end.
+Starts the project's fake OpenAI-compatible model (which also answers the memory worker's
+summarizer and classifier prompts), runs the consumer and the memory worker in-process on
+demo queue names (so a running service is not disturbed), publishes a six-turn
+conversation as an integrator would with a small window (6 messages), prints each
+CandidateV1, what the model was sent for the last turn, and every memory tier at the end:
+the window, the rolling summary, and the long-term profile, facts, episodes and events
+with their sources.
 """
 
 from __future__ import annotations
@@ -17,18 +20,24 @@ import aio_pika
 from aio_pika.abc import AbstractIncomingMessage
 from pydantic import SecretStr
 
-from llm_bot.bootstrap import build_service
+from llm_bot.bootstrap import build_service, build_worker
 from llm_bot.config import Settings
-from llm_bot.entrypoints.memory_cli import render_memory, show_memory
+from llm_bot.entrypoints.memory_cli import forget_memory, render_memory, show_memory
 from llm_bot.entrypoints.startup import check_redis
 from llm_bot.fake_model import FakeModelServer, RecordedRequest
+from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
 from llm_bot.memory.working import ConversationKey
 
 DEMO_PROMPTS = (
-    "Hi! I'm looking for a blue kettle for my kitchen.",
-    "How much does it cost, and can it be delivered on a weekend?",
+    "Hi! My name is Ann and I speak Thai.",
+    "I'm looking for a blue kettle for my kitchen.",
     "Remind me: what did I say I was looking for?",
+    "How much does it cost, and can it be delivered on a weekend?",
+    "I was charged twice for my last order, I want a refund.",
+    "Thanks! What do you remember about me?",
 )
+DEMO_WINDOW_MESSAGES = 6
+WORKER_SETTLE_SECONDS = 30.0
 CANDIDATE_WAIT_SECONDS = 30.0
 
 
@@ -57,6 +66,10 @@ def demo_settings(settings: Settings, base_url: str) -> Settings:
             "candidate_routing_key": f"internal.candidate.{suffix}.v1",
             "error_routing_key": f"internal.llmbot.error.{suffix}.v1",
             "dlq": f"llm-bot.{suffix}.internal.llmbot.v1.dlq",
+            "memory_routing_key": f"internal.memory.{suffix}.v1",
+            "memory_queue": f"llm-bot.{suffix}.memory.v1",
+            "memory_dlq": f"llm-bot.{suffix}.memory.v1.dlq",
+            "memory_max_messages": DEMO_WINDOW_MESSAGES,
         }
     )
 
@@ -77,12 +90,18 @@ def demo_event(key: ConversationKey, text: str) -> dict[str, object]:
 
 async def run_demo(settings: Settings) -> None:
     """Run the demo conversation and print it."""
-    async with FakeModelServer(responder=demo_responder) as fake:
+    async with FakeModelServer(
+        responder=lambda request: memory_responder(request, chat=demo_responder)
+    ) as fake:
         settings = demo_settings(settings, fake.base_url)
         service = build_service(settings)
+        worker = build_worker(settings)
         await check_redis(service.redis)
         await service.consumer.start()
-        key = ConversationKey("demo_tenant", "demo_user", f"demo_{uuid.uuid4().hex[:12]}")
+        await worker.consumer.start()
+        key = ConversationKey(
+            "demo_tenant", f"demo_user_{uuid.uuid4().hex[:8]}", f"demo_{uuid.uuid4().hex[:12]}"
+        )
         connection = await aio_pika.connect_robust(settings.amqp_url.get_secret_value())
         try:
             channel = await connection.channel()
@@ -110,22 +129,48 @@ async def run_demo(settings: Settings) -> None:
                     routing_key=settings.ingress_routing_key,
                 )
                 candidate = await asyncio.wait_for(inbox.get(), CANDIDATE_WAIT_SECONDS)
+                await _settle(connection, settings.memory_queue)  # let the worker catch up
                 print(f"turn {turn}  user: {text}")
                 print(f"        bot:  {candidate['text']}")
                 print(
                     f"        candidate {candidate['id']} turn={candidate['turn']} "
                     f"usage={candidate['usage']} memory={candidate['memory']}\n"
                 )
-            last = fake.chat_requests()[-1] if fake.chat_requests() else fake.requests[-1]
+            answered = [r for r in fake.chat_requests() if schema_name(r) is None]
+            last = answered[-1]
+            await _settle(connection, settings.memory_queue)
             print("what the model was sent for the last turn:")
             for message in last.messages():
-                print(f"  {message.get('role')}: {str(message.get('content'))[:100]}")
-            print("\nworking memory at the end (llm-bot memory show):")
+                content = str(message.get("content"))
+                shown = content if message.get("role") == "system" else content[:100]
+                print(f"  {message.get('role')}: {shown}")
+            print("\nmemory at the end (llm-bot memory show):")
             print(render_memory(await show_memory(settings, key)))
+            erased = await forget_memory(settings, key.tenant_id, key.user_id, "*")
+            print(f"\n(the demo user's memory was erased again: {erased} keys)")
         finally:
             await service.consumer.stop(grace_seconds=5)
+            await worker.consumer.stop(grace_seconds=5)
             await service.close()
+            await worker.close()
             cleanup = await connection.channel()
-            await cleanup.queue_delete(settings.ingress_queue)
-            await cleanup.queue_delete(settings.dlq)
+            for queue in (
+                settings.ingress_queue,
+                settings.dlq,
+                settings.memory_queue,
+                settings.memory_dlq,
+            ):
+                await cleanup.queue_delete(queue)
             await connection.close()
+
+
+async def _settle(connection: aio_pika.abc.AbstractRobustConnection, queue: str) -> None:
+    """Wait until the memory worker has drained its queue (a short quiet spell)."""
+    quiet = 0
+    async with asyncio.timeout(WORKER_SETTLE_SECONDS):
+        while quiet < 3:
+            channel = await connection.channel()
+            declared = await channel.declare_queue(queue, passive=True)
+            await channel.close()
+            quiet = quiet + 1 if not declared.declaration_result.message_count else 0
+            await asyncio.sleep(0.1)

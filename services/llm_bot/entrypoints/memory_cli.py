@@ -5,20 +5,40 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from llm_bot.bootstrap import memory_store, redis_client
+from llm_bot.bootstrap import long_term_store, memory_store, progress_store, redis_client
 from llm_bot.config import Settings
 from llm_bot.memory.working import ConversationKey
 from llm_bot.service.erasure import Eraser
 
 
 async def show_memory(settings: Settings, key: ConversationKey) -> dict[str, Any]:
-    """Working memory and raw trace of one conversation, as plain data."""
+    """Every tier, as plain data: the conversation's working memory, progress and raw
+    trace, and the user's long-term memory (profile, facts, episodes, notable events)."""
     client = redis_client(settings)
     try:
         store = memory_store(settings, client)
+        ltm = long_term_store(settings, client)
         memory = await store.working_memory(key)
         trace = await store.raw_trace(key)
         recalled = await store.load(key, "show")
+        progress = await progress_store(settings, client).load(key)
+        tenant, user = key.tenant_id, key.user_id
+        long_term = {
+            "profile": {k: a.value for k, a in sorted((await ltm.profile(tenant, user)).items())},
+            "facts": [f.model_dump(mode="json") for f in await ltm.facts(tenant, user)],
+            "episodes": [
+                e.model_dump(mode="json")
+                for e in sorted(
+                    await ltm.episodes(tenant, user), key=lambda e: (e.created_at, e.turns)
+                )
+            ],
+            "events": [
+                e.model_dump(mode="json")
+                for e in sorted(
+                    await ltm.events(tenant, user), key=lambda e: (e.created_at, e.turn)
+                )
+            ],
+        }
     finally:
         await client.aclose()
     return {
@@ -27,8 +47,11 @@ async def show_memory(settings: Settings, key: ConversationKey) -> dict[str, Any
         "conversation_id": key.conversation_id,
         "last_turn": recalled.last_turn,
         "version": recalled.version,
+        "compacted_through": progress.compacted_through,
+        "classified_through": progress.classified_through,
         "working_memory": memory.model_dump(mode="json") if memory else None,
         "raw_trace": [m.model_dump(mode="json", exclude_defaults=True) for m in trace],
+        "long_term": long_term,
     }
 
 
@@ -50,8 +73,40 @@ def render_memory(data: dict[str, Any]) -> str:
         lines.append(f"summary: {memory['summary'] or '(none)'}")
         lines.append(f"session: {json.dumps(memory['session'], ensure_ascii=False)}")
         lines.append(f"pending compaction: turns {memory['pending_compaction'] or '[]'}")
-    lines.append(f"raw trace: {len(data['raw_trace'])} messages")
+    lines.append(
+        f"raw trace: {len(data['raw_trace'])} messages; compacted through turn "
+        f"{data['compacted_through']}, classified through turn {data['classified_through']}"
+    )
+    lines.extend(_render_long_term(data["long_term"]))
     return "\n".join(lines)
+
+
+def _render_long_term(ltm: dict[str, Any]) -> list[str]:
+    lines = ["long-term memory (this user, every conversation):"]
+    lines.append("  profile: " + (", ".join(f"{k}={v}" for k, v in ltm["profile"].items()) or "-"))
+    lines.append(f"  facts ({len(ltm['facts'])}):")
+    for fact in ltm["facts"]:
+        sources = "; ".join(
+            f"{s['conversation_id']} turns {_span(s['turns'])}" for s in fact["sources"]
+        )
+        lines.append(f"    - {fact['fact']} (confidence {fact['confidence']}, from {sources})")
+    lines.append(f"  episodes ({len(ltm['episodes'])}):")
+    for episode in ltm["episodes"]:
+        lines.append(
+            f"    - {episode['created_at'][:10]} {episode['conversation_id']} turns "
+            f"{_span(episode['turns'])}: {episode['summary']}"
+        )
+    lines.append(f"  notable events ({len(ltm['events'])}):")
+    for event in ltm["events"]:
+        lines.append(
+            f"    - {event['created_at'][:10]} ({event['event_type']}, {event['importance']}) "
+            f"turn {event['turn']}: {event['summary']}"
+        )
+    return lines
+
+
+def _span(turns: list[int]) -> str:
+    return f"{turns[0]}-{turns[-1]}" if len(turns) > 1 else str(turns[0]) if turns else "-"
 
 
 async def forget_memory(settings: Settings, tenant_id: str, user_id: str, conversation: str) -> int:

@@ -149,7 +149,7 @@ class Compactor:
             summary=output.episode_summary,
             tags=tuple(t.lower() for t in output.episode_tags),
             salience=output.salience,
-            created_at=now,
+            created_at=max((m.created_at for m in messages), default=now),  # when it happened
             event_ids=event_ids,
         )
         known = await self._ltm.facts(key.tenant_id, key.user_id)

@@ -1,4 +1,5 @@
-"""A responder for the fake model that answers the memory worker's prompts.
+"""A responder for the fake model that answers the memory worker's prompts (used by
+``llm-bot demo`` and the tests).
 
 Chat requests get the usual echo; ``memory_compaction`` requests get a summarizer answer
 derived from the turns they carry (with a fact for every "my name is X" and a profile
@@ -10,9 +11,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
-from llm_bot.fake_model import RecordedRequest, default_responder
+from llm_bot.fake_model.scripts import RecordedRequest, default_responder
 
 NAME = re.compile(r"my name is (\w+)", re.IGNORECASE)
 LANGUAGE = re.compile(r"I speak (\w+)", re.IGNORECASE)
@@ -28,13 +30,16 @@ def schema_name(request: RecordedRequest) -> str | None:
     return str(fmt.get("name")) if fmt.get("type") == "json_schema" else None
 
 
-def memory_responder(request: RecordedRequest) -> str:
+def memory_responder(
+    request: RecordedRequest, chat: Callable[[RecordedRequest], str] = default_responder
+) -> str:
+    """Summarizer and classifier answers; ``chat`` answers everything else."""
     name = schema_name(request)
     if name == "memory_compaction":
         return _summarize(request)
     if name == "classification":
         return _classify(request.last_user_text())
-    return default_responder(request)
+    return chat(request)
 
 
 def _summarize(request: RecordedRequest) -> str:
