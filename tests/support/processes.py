@@ -34,9 +34,10 @@ def free_port() -> int:
 
 
 class ConsumerProcess:
-    """One ``python -m llm_bot run`` child with its own HTTP port and log file."""
+    """One ``python -m llm_bot run`` (or ``worker``) child with its own HTTP port and log."""
 
-    def __init__(self, settings: Settings, *, log_path: Path) -> None:
+    def __init__(self, settings: Settings, *, log_path: Path, command: str = "run") -> None:
+        self.command = command
         self.http_port = free_port()
         self._env = settings_env(settings)
         self._env["LLM_BOT_HTTP_PORT"] = str(self.http_port)
@@ -50,7 +51,7 @@ class ConsumerProcess:
             sys.executable,
             "-m",
             "llm_bot",
-            "run",
+            self.command,
             env=self._env,
             stdout=log,
             stderr=log,
