@@ -25,6 +25,10 @@ install: $(STAMP) ## create .venv and install llm-bot with its dev tools (pinned
 run: $(STAMP) ## run the consumer (needs RabbitMQ, Redis and OPENAI_API_KEY or OPENAI_BASE_URL)
 	$(BIN)/llm-bot run
 
+.PHONY: worker
+worker: $(STAMP) ## run the memory worker (classify, compact, finalize) beside `make run`
+	$(BIN)/llm-bot worker
+
 .PHONY: demo
 demo: $(STAMP) ## a 3-turn conversation through RabbitMQ against the built-in fake model
 	LLM_BOT_LOG_LEVEL=$${LLM_BOT_LOG_LEVEL:-warning} LLM_BOT_LOG_FORMAT=$${LLM_BOT_LOG_FORMAT:-console} $(BIN)/llm-bot demo
