@@ -127,7 +127,7 @@ def turns_to_compact(
     Every not-yet-compacted turn that is no longer in the window (evicted, or left behind
     by an expired working memory); under token pressure also window turns older than the
     last ``KEEP_RAW_TURNS``; on finalize every remaining turn. Never the current turn unless
-    finalizing.
+    finalizing, and never a tool call without the later turn that holds its result.
     """
     if finalize:
         return tuple(range(compacted_through + 1, last_turn + 1))
@@ -140,6 +140,16 @@ def turns_to_compact(
             chosen.append(turn)
         else:
             break  # contiguous from the oldest: stop at the first turn that stays
+    # A tool call answered in a later turn that stays would leave an orphan tool result
+    # in the window (the model rejects it): fold only up to the turn before that call.
+    calls = {call.id: m.turn for m in memory.messages for call in m.tool_calls}
+    links = [
+        (calls[m.tool_call_id], m.turn)
+        for m in memory.messages
+        if m.tool_call_id is not None and m.tool_call_id in calls
+    ]
+    while chosen and any(call <= chosen[-1] < result for call, result in links):
+        chosen.pop()
     return tuple(chosen)
 
 

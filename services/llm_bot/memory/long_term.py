@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import re
 import unicodedata
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -96,13 +95,16 @@ class LongTermBundle(BaseModel):
         return len(self.profile) + len(self.facts) + len(self.episodes) + len(self.events)
 
 
-_PUNCT = re.compile(r"[\W_]+", re.UNICODE)
+def _is_word_char(char: str) -> bool:
+    """Letters, digits and combining marks. Thai vowel and tone marks are marks (Mn): as
+    punctuation they would split every Thai word and merge ป้า (aunt) with ป่า (forest)."""
+    return char.isalnum() or unicodedata.category(char)[0] == "M"
 
 
 def normalize_fact(text: str) -> str:
     """Case-, accent-width- and punctuation-insensitive form used to recognise restatements."""
     folded = unicodedata.normalize("NFKC", text).casefold()
-    return " ".join(_PUNCT.sub(" ", folded).split())
+    return " ".join("".join(c if _is_word_char(c) else " " for c in folded).split())
 
 
 def stable_id(prefix: str, *parts: str) -> str:

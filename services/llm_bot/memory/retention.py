@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -78,12 +79,17 @@ def select_bundle(
     )
 
 
+# Scripts written without spaces between words (Thai, Lao, Myanmar, Khmer, kana, CJK): a
+# space there separates phrases at the writer's whim, so words are no unit to compare.
+_UNSPACED_SCRIPT = re.compile("[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u9fff]")
+
+
 def _tokens(text: str) -> set[str]:
     normalized = normalize_fact(text)
     words = set(normalized.split())
-    if len(words) <= 1 and len(normalized) > 3:  # unspaced scripts (Thai): character bigrams
-        compact = normalized.replace(" ", "")
-        return {compact[i : i + 2] for i in range(len(compact) - 1)}
+    if _UNSPACED_SCRIPT.search(normalized) or (len(words) <= 1 and len(normalized) > 3):
+        compact = normalized.replace(" ", "")  # unspaced scripts (Thai): character bigrams
+        return {compact[i : i + 2] for i in range(len(compact) - 1)} or words
     return words
 
 
