@@ -4,6 +4,7 @@ summarizer and classifier prompts."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 
@@ -14,6 +15,7 @@ from llm_bot.contract import MemoryJobV1
 from llm_bot.fake_model import FakeModelServer, Fault
 from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
 from llm_bot.memory.working import ConversationKey
+from llm_bot.service.idle_sweep import sweep_once
 from tests.support.events import message_event, new_id
 from tests.support.harness import Integrator, bot, running_worker, settings_for_test
 from tests.support.services import ServiceUrls
@@ -203,3 +205,39 @@ async def test_failed_summarizer_leaves_turns_pending_and_a_retry_compacts_once(
         await worker.consumer.publish_job(replay)
         await settled(client)
         assert await worker.ltm.episodes(key.tenant_id, key.user_id) == episodes
+
+
+async def test_idle_conversations_are_finalized_by_the_sweep(
+    memory_settings: Callable[..., Settings], memory_model: FakeModelServer
+) -> None:
+    """A conversation idle past the TTL is found in the activity set, finalized once (all
+    turns summarized, working memory removed) and leaves the set; active ones stay."""
+    settings = memory_settings()
+    idle, active = (ConversationKey("tsw", new_id("u"), new_id("c")) for _ in range(2))
+    async with bot(settings) as (service, client), running_worker(settings) as worker:
+        await say(client, idle, "my name is Ann")
+        await say(client, idle, "I speak Thai")
+        await settled(client)
+        await asyncio.sleep(1.1)
+        await say(client, active, "hello")
+        await settled(client)
+        now = time.time()
+        queued = await sweep_once(
+            progress=worker.progress, publish=worker.consumer.publish_job, idle_seconds=1.0, now=now
+        )
+        await settled(client)
+        again = await sweep_once(
+            progress=worker.progress, publish=worker.consumer.publish_job, idle_seconds=1.0, now=now
+        )
+        idle_memory = await service.store.working_memory(idle)
+        active_memory = await service.store.working_memory(active)
+        progress = await worker.progress.load(idle)
+        episodes = await worker.ltm.episodes(idle.tenant_id, idle.user_id)
+        members = await service.redis.zrange(f"{settings.redis_key_prefix}:activity", 0, -1)
+    assert (queued, again) == (1, 0)
+    assert idle_memory is None
+    assert active_memory is not None
+    assert progress.compacted_through == 2
+    assert sorted(t for e in episodes for t in e.turns) == [1, 2]
+    assert f"{idle.tenant_id}|{idle.user_id}|{idle.conversation_id}".encode() not in members
+    assert f"{active.tenant_id}|{active.user_id}|{active.conversation_id}".encode() in members
