@@ -17,7 +17,6 @@ from llm_bot.contract import CandidateV1, ErrorV1, MemoryJobV1
 from llm_bot.errors import PublishFailed
 
 PUBLISH_TIMEOUT_SECONDS = 15.0
-TRACE_HEADERS = ("traceparent", "tracestate")
 
 
 def _json_message(
@@ -32,11 +31,6 @@ def _json_message(
         correlation_id=correlation_id,
         headers=dict(headers),
     )
-
-
-def trace_headers(headers: Mapping[str, Any]) -> dict[str, Any]:
-    """The W3C trace-context headers of an incoming message, to continue the trace."""
-    return {name: headers[name] for name in TRACE_HEADERS if name in headers}
 
 
 class RabbitPublisher:

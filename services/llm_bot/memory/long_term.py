@@ -9,9 +9,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from llm_bot.memory.classification import EventType
 
-LtmKind = str
-KINDS: tuple[LtmKind, ...] = ("facts", "episodes", "events")
-
 
 class Source(BaseModel):
     """Where an item came from: a conversation's turns and the events behind them."""

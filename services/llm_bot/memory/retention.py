@@ -81,7 +81,9 @@ def select_bundle(
 
 # Scripts written without spaces between words (Thai, Lao, Myanmar, Khmer, kana, CJK): a
 # space there separates phrases at the writer's whim, so words are no unit to compare.
-_UNSPACED_SCRIPT = re.compile("[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u9fff]")
+_UNSPACED_SCRIPT = re.compile(
+    r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u9fff]"
+)
 
 
 def _tokens(text: str) -> set[str]:
