@@ -34,7 +34,7 @@ def _remove_test_keys(service_urls: ServiceUrls) -> Iterator[None]:
     yield
     client = redis.Redis.from_url(service_urls.redis_url)
     try:
-        names = list(client.scan_iter(match=f"{TEST_KEY_PREFIX}:*", count=1000))
+        names = list(client.scan_iter(match=f"{TEST_KEY_PREFIX}*", count=1000))
         for start in range(0, len(names), 500):
             client.unlink(*names[start : start + 500])
     finally:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 import redis.asyncio as aioredis
 from openai import AsyncOpenAI
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import Tracer
 from prometheus_client import CollectorRegistry
 
 from llm_bot import __version__
@@ -31,7 +32,7 @@ from llm_bot.memory.window import WindowBounds
 from llm_bot.service.classifier import MessageClassifier
 from llm_bot.service.compactor import Compactor
 from llm_bot.service.erasure import Eraser
-from llm_bot.service.handler import EventHandler
+from llm_bot.service.handler import DeliveryHandler, EventHandler
 from llm_bot.service.memory_jobs import MemoryJobHandler
 from llm_bot.service.retry import RetryPolicy
 from llm_bot.telemetry.metrics import Metrics
@@ -104,22 +105,104 @@ def progress_store(settings: Settings, client: aioredis.Redis) -> RedisMemoryPro
     )
 
 
+def retry_policy(settings: Settings) -> RetryPolicy:
+    return RetryPolicy(
+        max_attempts=settings.max_attempts,
+        base_delay=settings.retry_base_seconds,
+        max_delay=settings.retry_max_seconds,
+    )
+
+
+def conversation_lease(settings: Settings, client: aioredis.Redis) -> RedisConversationLease:
+    return RedisConversationLease(
+        client=client,
+        keys=RedisKeys(prefix=settings.redis_key_prefix),
+        lease_seconds=settings.lease_seconds,
+        max_wait_seconds=lease_wait_seconds(settings),
+    )
+
+
 @dataclass
-class Service:
-    """The running pieces of ``llm-bot run``."""
+class Foundation:
+    """What the consumer and the worker share: telemetry, the model, Redis."""
 
     settings: Settings
-    redis: aioredis.Redis
-    model_client: AsyncOpenAI
-    store: RedisMemoryStore
-    consumer: EventConsumer
-    metrics: Metrics
     tracer_provider: TracerProvider
+    tracer: Tracer
+    metrics: Metrics
+    model_client: AsyncOpenAI
+    model: OpenAIChatModel
+    redis: aioredis.Redis
 
     async def close(self) -> None:
         await self.model_client.close()
         await self.redis.aclose()
         self.tracer_provider.force_flush()
+
+    def consumer(
+        self, *, topology: Topology, handler: DeliveryHandler, prefetch: int
+    ) -> EventConsumer:
+        return EventConsumer(
+            amqp_url=self.settings.amqp_url.get_secret_value(),
+            topology=topology,
+            handler=handler,
+            prefetch=prefetch,
+            tracer=self.tracer,
+            metrics=self.metrics,
+        )
+
+
+def build_foundation(
+    settings: Settings,
+    *,
+    tracer_provider: TracerProvider | None = None,
+    registry: CollectorRegistry | None = None,
+) -> Foundation:
+    """Tests pass their own tracer provider (in-memory exporter) and metrics registry."""
+    provider = tracer_provider or build_tracer_provider()
+    tracer = provider.get_tracer(TRACER_NAME, __version__)
+    metrics = Metrics(registry=registry or CollectorRegistry())
+    client = model_client(settings)
+    model = OpenAIChatModel(
+        client=client,
+        model=settings.openai_model,
+        api=settings.api,
+        tracer=tracer,
+        metrics=metrics,
+    )
+    return Foundation(
+        settings=settings,
+        tracer_provider=provider,
+        tracer=tracer,
+        metrics=metrics,
+        model_client=client,
+        model=model,
+        redis=redis_client(settings),
+    )
+
+
+@dataclass
+class Service:
+    """The running pieces of ``llm-bot run``."""
+
+    base: Foundation
+    store: RedisMemoryStore
+    consumer: EventConsumer
+
+    @property
+    def settings(self) -> Settings:
+        return self.base.settings
+
+    @property
+    def redis(self) -> aioredis.Redis:
+        return self.base.redis
+
+    @property
+    def metrics(self) -> Metrics:
+        return self.base.metrics
+
+    async def close(self) -> None:
+        await self.base.close()
 
 
 def build_service(
@@ -128,90 +211,59 @@ def build_service(
     tracer_provider: TracerProvider | None = None,
     registry: CollectorRegistry | None = None,
 ) -> Service:
-    """Wire the consumer, handler, graph, memory, model and telemetry from settings.
-
-    Tests pass their own tracer provider (in-memory exporter) and metrics registry.
-    """
-    provider = tracer_provider or build_tracer_provider()
-    tracer = provider.get_tracer(TRACER_NAME, __version__)
-    metrics = Metrics(registry=registry or CollectorRegistry())
-    client = model_client(settings)
-    redis = redis_client(settings)
-    store = memory_store(settings, redis)
-    model = OpenAIChatModel(
-        client=client,
-        model=settings.openai_model,
-        api=settings.api,
-        tracer=tracer,
-        metrics=metrics,
-    )
+    """Wire the consumer, handler, graph, memory, model and telemetry from settings."""
+    base = build_foundation(settings, tracer_provider=tracer_provider, registry=registry)
+    store = memory_store(settings, base.redis)
     context = GraphContext(
         memory=store,
-        model=model,
+        model=base.model,
         model_name=settings.openai_model,
         bounds=WindowBounds(settings.memory_max_messages, settings.memory_max_chars),
         system_prompt=settings.system_prompt,
         clock=utc_now,
-        tracer=tracer,
-        metrics=metrics,
+        tracer=base.tracer,
+        metrics=base.metrics,
         budget=settings.context_budget(),
         counter=default_token_counter(),
     )
     handler = EventHandler(
         graph=build_graph(),
         context=context,
-        lease=RedisConversationLease(
-            client=redis,
-            keys=RedisKeys(prefix=settings.redis_key_prefix),
-            lease_seconds=settings.lease_seconds,
-            max_wait_seconds=lease_wait_seconds(settings),
-        ),
+        lease=conversation_lease(settings, base.redis),
         eraser=Eraser(store=store),
-        retry=RetryPolicy(
-            max_attempts=settings.max_attempts,
-            base_delay=settings.retry_base_seconds,
-            max_delay=settings.retry_max_seconds,
-        ),
+        retry=retry_policy(settings),
         max_body_bytes=settings.max_body_bytes,
         log_content=settings.log_content,
-        metrics=metrics,
+        metrics=base.metrics,
     )
-    consumer = EventConsumer(
-        amqp_url=settings.amqp_url.get_secret_value(),
-        topology=Topology.from_settings(settings),
-        handler=handler,
-        prefetch=settings.prefetch,
-        tracer=tracer,
-        metrics=metrics,
+    consumer = base.consumer(
+        topology=Topology.from_settings(settings), handler=handler, prefetch=settings.prefetch
     )
-    return Service(
-        settings=settings,
-        redis=redis,
-        model_client=client,
-        store=store,
-        consumer=consumer,
-        metrics=metrics,
-        tracer_provider=provider,
-    )
+    return Service(base=base, store=store, consumer=consumer)
 
 
 @dataclass
 class Worker:
     """The running pieces of ``llm-bot worker``."""
 
-    settings: Settings
-    redis: aioredis.Redis
-    model_client: AsyncOpenAI
+    base: Foundation
     progress: RedisMemoryProgress
     ltm: RedisLongTermStore
     consumer: EventConsumer
-    metrics: Metrics
-    tracer_provider: TracerProvider
+
+    @property
+    def redis(self) -> aioredis.Redis:
+        return self.base.redis
+
+    @property
+    def metrics(self) -> Metrics:
+        return self.base.metrics
 
     async def close(self) -> None:
-        await self.model_client.close()
-        await self.redis.aclose()
-        self.tracer_provider.force_flush()
+        await self.base.close()
+
+
+WORKER_PREFETCH = 8
 
 
 def build_worker(
@@ -221,71 +273,37 @@ def build_worker(
     registry: CollectorRegistry | None = None,
 ) -> Worker:
     """Wire the memory worker: jobs consumer, classifier, compactor, long-term store."""
-    provider = tracer_provider or build_tracer_provider()
-    tracer = provider.get_tracer(TRACER_NAME, __version__)
-    metrics = Metrics(registry=registry or CollectorRegistry())
-    client = model_client(settings)
-    redis = redis_client(settings)
-    keys = RedisKeys(prefix=settings.redis_key_prefix)
-    model = OpenAIChatModel(
-        client=client,
-        model=settings.openai_model,
-        api=settings.api,
-        tracer=tracer,
-        metrics=metrics,
-    )
-    progress = progress_store(settings, redis)
-    ltm = long_term_store(settings, redis)
-    lease = RedisConversationLease(
-        client=redis,
-        keys=keys,
-        lease_seconds=settings.lease_seconds,
-        max_wait_seconds=lease_wait_seconds(settings),
-    )
+    base = build_foundation(settings, tracer_provider=tracer_provider, registry=registry)
+    progress = progress_store(settings, base.redis)
+    ltm = long_term_store(settings, base.redis)
     handler = MemoryJobHandler(
         progress=progress,
         classifier=MessageClassifier(
             progress=progress,
             ltm=ltm,
-            model=model,
+            model=base.model,
             threshold=settings.importance_threshold,
-            metrics=metrics,
+            metrics=base.metrics,
             clock=utc_now,
         ),
         compactor=Compactor(
             progress=progress,
             ltm=ltm,
-            lease=lease,
-            model=model,
-            metrics=metrics,
+            lease=conversation_lease(settings, base.redis),
+            model=base.model,
+            metrics=base.metrics,
             clock=utc_now,
         ),
-        retry=RetryPolicy(
-            max_attempts=settings.max_attempts,
-            base_delay=settings.retry_base_seconds,
-            max_delay=settings.retry_max_seconds,
-        ),
+        retry=retry_policy(settings),
         compaction_threshold_tokens=int(
             settings.compaction_ratio * settings.context_budget().input_budget
         ),
-        metrics=metrics,
+        metrics=base.metrics,
         clock=utc_now,
     )
-    consumer = EventConsumer(
-        amqp_url=settings.amqp_url.get_secret_value(),
+    consumer = base.consumer(
         topology=Topology.from_settings(settings).for_memory_worker(),
         handler=handler,
-        prefetch=min(settings.prefetch, 8),
-        tracer=tracer,
-        metrics=metrics,
+        prefetch=min(settings.prefetch, WORKER_PREFETCH),
     )
-    return Worker(
-        settings=settings,
-        redis=redis,
-        model_client=client,
-        progress=progress,
-        ltm=ltm,
-        consumer=consumer,
-        metrics=metrics,
-        tracer_provider=provider,
-    )
+    return Worker(base=base, progress=progress, ltm=ltm, consumer=consumer)

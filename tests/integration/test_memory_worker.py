@@ -17,7 +17,13 @@ from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
 from llm_bot.memory.working import ConversationKey
 from llm_bot.service.idle_sweep import sweep_once
 from tests.support.events import message_event, new_id
-from tests.support.harness import Integrator, bot, running_worker, settings_for_test
+from tests.support.harness import (
+    TEST_KEY_PREFIX,
+    Integrator,
+    bot,
+    running_worker,
+    settings_for_test,
+)
 from tests.support.services import ServiceUrls
 
 pytestmark = pytest.mark.integration
@@ -212,7 +218,7 @@ async def test_idle_conversations_are_finalized_by_the_sweep(
 ) -> None:
     """A conversation idle past the TTL is found in the activity set, finalized once (all
     turns summarized, working memory removed) and leaves the set; active ones stay."""
-    settings = memory_settings()
+    settings = memory_settings(redis_key_prefix=f"{TEST_KEY_PREFIX}-sweep")  # own activity set
     idle, active = (ConversationKey("tsw", new_id("u"), new_id("c")) for _ in range(2))
     async with bot(settings) as (service, client), running_worker(settings) as worker:
         await say(client, idle, "my name is Ann")
