@@ -37,6 +37,7 @@ from llm_bot.telemetry.metrics import Metrics
 from llm_bot.telemetry.tracing import extract_context, inject_context
 
 PUBLISH_RETRY = RetryPolicy(max_attempts=3, base_delay=0.2, max_delay=2.0)
+RECONNECT_INTERVAL_SECONDS = 1.0  # aio-pika's default 5 s dominated recovery after a restart
 
 log = structlog.get_logger(__name__)
 
@@ -88,7 +89,9 @@ class EventConsumer:
     async def start(self) -> None:
         """Connect (robustly: reconnects and re-declares by itself), declare, consume."""
         self._connection = await aio_pika.connect_robust(
-            self._amqp_url, client_properties={"connection_name": "llm-bot consumer"}
+            self._amqp_url,
+            client_properties={"connection_name": f"llm-bot {self._topology.ingress_queue}"},
+            reconnect_interval=RECONNECT_INTERVAL_SECONDS,
         )
         channel = await self._connection.channel(publisher_confirms=True, on_return_raises=True)
         self._channel = channel

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.working import WorkingMemory
@@ -20,6 +20,8 @@ from llm_bot.ports import PromptMessage
 
 KEEP_RAW_TURNS = 4
 SUMMARY_MAX_CHARS = 2000
+MAX_TURNS_PER_BATCH = 16
+"""Turns folded per summarizer request, so a backlog is worked off in bounded requests."""
 
 SUMMARIZER_INSTRUCTIONS = (
     "You maintain the memory of a customer-facing chat assistant. You receive the current "
@@ -34,32 +36,45 @@ SUMMARIZER_INSTRUCTIONS = (
 )
 
 
+def _clip(limit: int) -> AfterValidator:
+    """Over-long output is shortened, not rejected: a chatty summary must not throw away
+    the whole compaction (the turns would stay pending forever)."""
+    return AfterValidator(lambda value: value[:limit])
+
+
+def _clip_tail(value: str) -> str:
+    """Keep the newest end of a rolling summary that grew past its limit."""
+    if len(value) <= SUMMARY_MAX_CHARS:
+        return value
+    return "…" + value[-(SUMMARY_MAX_CHARS - 1) :]
+
+
 class FactOut(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    fact: str = Field(min_length=1, max_length=300)
-    tags: list[str] = Field(max_length=8)
+    fact: Annotated[str, Field(min_length=1), _clip(300)]
+    tags: Annotated[list[str], _clip(8)]
     confidence: float = Field(ge=0.0, le=1.0)
 
 
 class ProfileOut(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    key: str = Field(min_length=1, max_length=64)
-    value: str = Field(min_length=1, max_length=200)
+    key: Annotated[str, Field(min_length=1), _clip(64)]
+    value: Annotated[str, Field(min_length=1), _clip(200)]
 
 
 class SummarizerOutput(BaseModel):
-    """What the summarizer model must return."""
+    """What the summarizer model must return (lengths are enforced by shortening)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    rolling_summary: str = Field(min_length=1, max_length=SUMMARY_MAX_CHARS)
-    episode_summary: str = Field(min_length=1, max_length=600)
-    episode_tags: list[str] = Field(max_length=8)
+    rolling_summary: Annotated[str, Field(min_length=1), AfterValidator(_clip_tail)]
+    episode_summary: Annotated[str, Field(min_length=1), _clip(600)]
+    episode_tags: Annotated[list[str], _clip(8)]
     salience: float = Field(ge=0.0, le=1.0)
-    facts: list[FactOut] = Field(max_length=20)
-    profile: list[ProfileOut] = Field(max_length=10)
+    facts: Annotated[list[FactOut], _clip(20)]
+    profile: Annotated[list[ProfileOut], _clip(10)]
 
 
 def summarizer_json_schema() -> dict[str, Any]:
@@ -121,16 +136,18 @@ def turns_to_compact(
     compacted_through: int,
     token_pressure: bool,
     finalize: bool = False,
+    max_turns: int = MAX_TURNS_PER_BATCH,
 ) -> tuple[int, ...]:
     """The contiguous turns to fold now, oldest first.
 
     Every not-yet-compacted turn that is no longer in the window (evicted, or left behind
     by an expired working memory); under token pressure also window turns older than the
     last ``KEEP_RAW_TURNS``; on finalize every remaining turn. Never the current turn unless
-    finalizing, and never a tool call without the later turn that holds its result.
+    finalizing, and never a tool call without the later turn that holds its result. At most
+    ``max_turns`` at once (the oldest); the caller repeats for the rest.
     """
     if finalize:
-        return tuple(range(compacted_through + 1, last_turn + 1))
+        return tuple(range(compacted_through + 1, last_turn + 1))[:max_turns]
     in_window = {m.turn for m in memory.messages}
     oldest_raw = last_turn - KEEP_RAW_TURNS + 1
     chosen = []
@@ -140,6 +157,7 @@ def turns_to_compact(
             chosen.append(turn)
         else:
             break  # contiguous from the oldest: stop at the first turn that stays
+    del chosen[max_turns:]
     # A tool call answered in a later turn that stays would leave an orphan tool result
     # in the window (the model rejects it): fold only up to the turn before that call.
     calls = {call.id: m.turn for m in memory.messages for call in m.tool_calls}
@@ -161,7 +179,7 @@ def apply_compaction(
     folded = set(turns)
     return memory.model_copy(
         update={
-            "summary": rolling_summary.strip()[:SUMMARY_MAX_CHARS],
+            "summary": _clip_tail(rolling_summary.strip()),
             "messages": tuple(m for m in memory.messages if m.turn not in folded),
             "pending_compaction": tuple(t for t in memory.pending_compaction if t not in folded),
         }

@@ -18,6 +18,7 @@ from llm_bot.adapters.redis_ltm import RedisLongTermStore
 from llm_bot.adapters.redis_progress import RedisMemoryProgress
 from llm_bot.errors import MemoryConflict, RetryableError
 from llm_bot.memory.compaction import (
+    MAX_TURNS_PER_BATCH,
     SummarizerOutput,
     apply_compaction,
     parse_summarizer_output,
@@ -39,6 +40,9 @@ from llm_bot.ports import ConversationLease, StructuredModel
 from llm_bot.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
+
+MAX_BATCHES_PER_JOB = 8
+"""A job folds at most this many batches; a later job (or the retry) continues."""
 
 
 class SummarizerFailed(RetryableError):
@@ -70,9 +74,23 @@ class Compactor:
     async def compact(
         self, key: ConversationKey, *, token_pressure: bool, finalize: bool = False
     ) -> tuple[int, ...]:
-        """Compact what is due; on ``finalize`` everything, then drop the working memory.
+        """Compact what is due, in batches of at most ``MAX_TURNS_PER_BATCH`` turns (each
+        its own summarizer request and commit); on ``finalize`` everything, then drop the
+        working memory. Returns the turns folded (empty: nothing to do, a no-op)."""
+        folded: list[int] = []
+        for _ in range(MAX_BATCHES_PER_JOB):
+            turns, done = await self._compact_batch(
+                key, token_pressure=token_pressure, finalize=finalize
+            )
+            folded.extend(turns)
+            if done:
+                break
+        return tuple(folded)
 
-        Returns the turns folded (empty when there was nothing to do: a no-op)."""
+    async def _compact_batch(
+        self, key: ConversationKey, *, token_pressure: bool, finalize: bool
+    ) -> tuple[tuple[int, ...], bool]:
+        """One batch; returns its turns and whether nothing more is due."""
         before = await self._progress.load(key)
         memory = before.memory or WorkingMemory()
         turns = turns_to_compact(
@@ -82,14 +100,15 @@ class Compactor:
             token_pressure=token_pressure,
             finalize=finalize,
         )
-        if not turns and not (finalize and before.memory is not None):
-            return ()
+        finishing = finalize and (not turns or turns[-1] == before.last_turn)
+        if not turns and not (finishing and before.memory is not None):
+            return (), True
         folded = await self._summarize(key, memory.summary, turns) if turns else None
         async with self._lease.hold(key) as token:
             current = await self._progress.load(key)
             if current.compacted_through != before.compacted_through:
                 raise MemoryConflict("another worker compacted this conversation meanwhile")
-            latest = None if finalize else current.memory
+            latest = None if finishing else current.memory
             if folded is not None:
                 await self._write_long_term(key, turns, *folded)
                 if latest is not None:
@@ -103,9 +122,10 @@ class Compactor:
                 compacted_through=turns[-1] if turns else before.compacted_through,
                 memory=latest,
             )
-        self._metrics.compactions.labels("finalized" if finalize else "ok").inc()
-        log.info("memory.compacted", turns=list(turns), finalize=finalize)
-        return turns
+        self._metrics.compactions.labels("finalized" if finishing else "ok").inc()
+        log.info("memory.compacted", turns=list(turns), finalize=finishing)
+        more = len(turns) >= MAX_TURNS_PER_BATCH and not finishing
+        return turns, not more
 
     async def _summarize(
         self, key: ConversationKey, previous: str, turns: tuple[int, ...]
