@@ -38,11 +38,12 @@ def traced(name: str, node: Node) -> TracedNode:
     return run
 
 
-def _after_ingest(state: GraphState) -> str:
+# Routers are async: LangGraph runs sync ones in a thread pool (two thread hops an event).
+async def _after_ingest(state: GraphState) -> str:
     return END if state["route"] == "skip" else "recall"
 
 
-def _after_recall(state: GraphState) -> str:
+async def _after_recall(state: GraphState) -> str:
     route = state["route"]
     if route == "duplicate":
         return END
