@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 import openai
 from openai import AsyncOpenAI
+from openai.types.chat import ChatCompletion
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
 from llm_bot.errors import ModelRejected, ModelTimeout, ModelUnavailable
@@ -138,10 +139,13 @@ class OpenAIChatModel:
                 "type": "json_schema",
                 "json_schema": {"name": name, "schema": schema, "strict": True},
             }
-        response = await self._client.chat.completions.create(
-            model=self._model,
-            messages=list(messages),  # type: ignore[arg-type]  # plain dicts in the SDK's shape
-            **extra,
+        # The SDK's low-level ``post`` (same HTTP client, timeouts, error mapping and typed
+        # response) without ``create``'s recursive parameter transform, which costs ~13% of
+        # the service's CPU per event and does nothing to messages that are plain dicts.
+        response = await self._client.post(
+            "/chat/completions",
+            body={"model": self._model, "messages": list(messages), **extra},
+            cast_to=ChatCompletion,
         )
         if not response.choices:
             raise ModelUnavailable("model returned no choices")
