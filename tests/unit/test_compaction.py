@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from llm_bot.memory.compaction import (
     KEEP_RAW_TURNS,
+    MAX_TURNS_PER_BATCH,
     SUMMARY_MAX_CHARS,
     apply_compaction,
     parse_summarizer_output,
@@ -409,3 +410,42 @@ def test_compaction_never_separates_a_tool_call_from_its_result(case: Case) -> N
     if following < case.last_turn and _due(case, following):
         longer = apply_compaction(case.memory, turns=(*chosen, following), rolling_summary="s")
         assert orphans(longer.messages)
+
+
+# --- bounded batches and lenient lengths ------------------------------------------------
+
+
+def test_a_backlog_is_folded_in_bounded_batches_oldest_first() -> None:
+    """At most MAX_TURNS_PER_BATCH turns per batch, the oldest; finalize is capped too."""
+    memory = memory_of([39, 40])
+    chosen = turns_to_compact(memory, last_turn=40, compacted_through=0, token_pressure=False)
+    assert chosen == tuple(range(1, MAX_TURNS_PER_BATCH + 1))
+    final = turns_to_compact(
+        memory, last_turn=40, compacted_through=30, token_pressure=False, finalize=True
+    )
+    assert final == tuple(range(31, 41))[:MAX_TURNS_PER_BATCH]
+
+
+def test_over_long_summarizer_fields_are_shortened_not_rejected() -> None:
+    """A chatty summarizer still compacts: the summary keeps its newest end, lists and texts
+    are cut to their limits."""
+    output = parse_summarizer_output(
+        json.dumps(
+            {
+                "rolling_summary": "old " * 600 + "NEWEST",
+                "episode_summary": "e" * 900,
+                "episode_tags": [f"t{i}" for i in range(12)],
+                "salience": 0.5,
+                "facts": [{"fact": "f" * 400, "tags": [], "confidence": 0.5}] * 25,
+                "profile": [],
+            }
+        )
+    )
+    assert output is not None
+    assert len(output.rolling_summary) == SUMMARY_MAX_CHARS
+    assert output.rolling_summary.endswith("NEWEST")
+    assert output.rolling_summary.startswith("…")
+    assert len(output.episode_summary) == 600
+    assert len(output.episode_tags) == 8
+    assert len(output.facts) == 20
+    assert len(output.facts[0].fact) == 300
