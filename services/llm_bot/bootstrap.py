@@ -182,12 +182,10 @@ def build_foundation(
 
 
 @dataclass
-class Service:
-    """The running pieces of ``llm-bot run``."""
+class _Running:
+    """A process's wiring on its foundation: shortcuts and shutdown."""
 
     base: Foundation
-    store: RedisMemoryStore
-    consumer: EventConsumer
 
     @property
     def settings(self) -> Settings:
@@ -203,6 +201,14 @@ class Service:
 
     async def close(self) -> None:
         await self.base.close()
+
+
+@dataclass
+class Service(_Running):
+    """The running pieces of ``llm-bot run``."""
+
+    store: RedisMemoryStore
+    consumer: EventConsumer
 
 
 def build_service(
@@ -243,24 +249,12 @@ def build_service(
 
 
 @dataclass
-class Worker:
+class Worker(_Running):
     """The running pieces of ``llm-bot worker``."""
 
-    base: Foundation
     progress: RedisMemoryProgress
     ltm: RedisLongTermStore
     consumer: EventConsumer
-
-    @property
-    def redis(self) -> aioredis.Redis:
-        return self.base.redis
-
-    @property
-    def metrics(self) -> Metrics:
-        return self.base.metrics
-
-    async def close(self) -> None:
-        await self.base.close()
 
 
 WORKER_PREFETCH = 8

@@ -29,6 +29,7 @@ from aio_pika.abc import (
 from aio_pika.exceptions import AMQPError, ChannelNotFoundEntity, DeliveryError, PublishError
 
 from llm_bot.adapters import dead_letter_headers as dl
+from llm_bot.adapters.rabbit_publisher import copy_message
 from llm_bot.adapters.rabbit_topology import Topology
 
 PUBLISH_TIMEOUT_SECONDS = 15.0
@@ -107,18 +108,7 @@ def describe(message: AbstractIncomingMessage, position: int) -> DeadLetter:
 
 def replay_message(original: AbstractIncomingMessage, *, now: datetime) -> aio_pika.Message:
     """The original body and properties, persistent, with :func:`dl.replay_headers`."""
-    return aio_pika.Message(
-        original.body,
-        headers=dl.replay_headers(original.headers or {}, now=now),
-        content_type=original.content_type,
-        content_encoding=original.content_encoding,
-        delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-        message_id=original.message_id,
-        correlation_id=original.correlation_id,
-        timestamp=original.timestamp,
-        type=original.type,
-        app_id=original.app_id,
-    )
+    return copy_message(original, headers=dl.replay_headers(original.headers or {}, now=now))
 
 
 class _Borrowed:

@@ -33,6 +33,25 @@ def _json_message(
     )
 
 
+def copy_message(
+    original: AbstractIncomingMessage, *, headers: Mapping[str, Any]
+) -> aio_pika.Message:
+    """The original body and properties, persistent, with ``headers`` instead of its own
+    (dead-lettering and DLQ replay move messages without changing them)."""
+    return aio_pika.Message(
+        original.body,
+        headers=dict(headers),
+        content_type=original.content_type,
+        content_encoding=original.content_encoding,
+        delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+        message_id=original.message_id,
+        correlation_id=original.correlation_id,
+        timestamp=original.timestamp,
+        type=original.type,
+        app_id=original.app_id,
+    )
+
+
 class RabbitPublisher:
     """Publishes the service's output on confirmed channels."""
 
@@ -92,18 +111,7 @@ class RabbitPublisher:
         headers.update(
             {"x-error-code": code, "x-error-message": reason[:1024], "x-attempts": attempts}
         )
-        message = aio_pika.Message(
-            original.body,
-            headers=headers,
-            content_type=original.content_type,
-            content_encoding=original.content_encoding,
-            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-            message_id=original.message_id,
-            correlation_id=original.correlation_id,
-            timestamp=original.timestamp,
-            type=original.type,
-            app_id=original.app_id,
-        )
+        message = copy_message(original, headers=headers)
         routing_key = original.routing_key or self._dead_letter_rk
         await self._confirmed(self._dlx, message, routing_key, mandatory=True)
 
