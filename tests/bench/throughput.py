@@ -339,12 +339,7 @@ async def prefilled_bot(
     finally:
         with contextlib.suppress(Exception):  # when bot() did not get to delete them
             cleanup = await connection.channel()
-            for name in (
-                settings.ingress_queue,
-                settings.dlq,
-                settings.memory_queue,
-                settings.memory_dlq,
-            ):
+            for name in Topology.from_settings(settings).queues():
                 await cleanup.queue_delete(name)
         await connection.close()
 

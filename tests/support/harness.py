@@ -20,6 +20,7 @@ from aio_pika.abc import (
     AbstractRobustConnection,
 )
 
+from llm_bot.adapters.rabbit_topology import Topology
 from llm_bot.bootstrap import Service, Worker, build_service, build_worker
 from llm_bot.config import Settings, load_settings
 from llm_bot.entrypoints.startup import check_redis
@@ -184,10 +185,8 @@ async def integrator(settings: Settings, *, durable: bool = False) -> AsyncItera
     finally:
         with contextlib.suppress(Exception):
             cleanup = await connection.channel()
-            await cleanup.queue_delete(settings.ingress_queue)
-            await cleanup.queue_delete(settings.dlq)
-            await cleanup.queue_delete(settings.memory_queue)
-            await cleanup.queue_delete(settings.memory_dlq)
+            for queue in Topology.from_settings(settings).queues():
+                await cleanup.queue_delete(queue)
             for name in captured:
                 await cleanup.queue_delete(name)
         await connection.close()

@@ -57,6 +57,10 @@ class Topology:
             dlq=self.memory_dlq,
         )
 
+    def queues(self) -> tuple[str, ...]:
+        """Every queue this topology declares (for tear-down of demo and test deployments)."""
+        return (self.ingress_queue, self.dlq, self.memory_queue, self.memory_dlq)
+
     def memory_topology_is_separate(self) -> bool:
         return self.memory_queue != self.ingress_queue
 

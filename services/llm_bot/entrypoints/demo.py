@@ -20,6 +20,7 @@ import aio_pika
 from aio_pika.abc import AbstractIncomingMessage
 from pydantic import SecretStr
 
+from llm_bot.adapters.rabbit_topology import Topology
 from llm_bot.bootstrap import build_service, build_worker
 from llm_bot.config import Settings
 from llm_bot.entrypoints.memory_cli import forget_memory, render_memory, show_memory
@@ -154,12 +155,7 @@ async def run_demo(settings: Settings) -> None:
             await service.close()
             await worker.close()
             cleanup = await connection.channel()
-            for queue in (
-                settings.ingress_queue,
-                settings.dlq,
-                settings.memory_queue,
-                settings.memory_dlq,
-            ):
+            for queue in Topology.from_settings(settings).queues():
                 await cleanup.queue_delete(queue)
             await connection.close()
 
