@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+import openai
 import redis.asyncio as aioredis
 from openai import AsyncOpenAI
 from opentelemetry.sdk.trace import TracerProvider
@@ -56,11 +57,19 @@ def model_client(settings: Settings) -> AsyncOpenAI:
             "OPENAI_BASE_URL to an OpenAI-compatible server (for example "
             "http://localhost:11434/v1 for Ollama; any key works for keyless servers)"
         )
+    # aiohttp under the SDK costs about half the CPU per request of its default httpx
+    # transport (docs/benchmarks.md); LLM_BOT_MODEL_HTTP_CLIENT=httpx is the way back.
+    http_client = (
+        openai.DefaultAioHttpClient(timeout=settings.openai_timeout_seconds)
+        if settings.model_http_client == "aiohttp"
+        else None
+    )
     return AsyncOpenAI(
         api_key=key or KEYLESS_PLACEHOLDER,
         base_url=settings.openai_base_url,
         timeout=settings.openai_timeout_seconds,
         max_retries=0,
+        http_client=http_client,
     )
 
 

@@ -43,6 +43,9 @@ class Settings(BaseSettings):
     openai_model: str = Field("gpt-4o-mini", min_length=1, validation_alias=_env("OPENAI_MODEL"))
     openai_timeout_ms: int = Field(30000, ge=100, validation_alias=_env("OPENAI_TIMEOUT_MS"))
     api: Literal["chat", "responses"] = Field("chat", validation_alias=_env("LLM_BOT_API"))
+    model_http_client: Literal["aiohttp", "httpx"] = Field(
+        "aiohttp", validation_alias=_env("LLM_BOT_MODEL_HTTP_CLIENT")
+    )
     system_prompt: str = Field("", validation_alias=_env("LLM_BOT_SYSTEM_PROMPT"))
 
     memory_max_messages: int = Field(8, ge=2, validation_alias=_env("LLM_BOT_MEMORY_MAX_MESSAGES"))

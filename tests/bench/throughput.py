@@ -71,6 +71,7 @@ from redis.asyncio.connection import AbstractConnection
 
 from llm_bot.adapters.rabbit_topology import Topology, declare_topology
 from llm_bot.config import Settings
+from llm_bot.entrypoints import event_loop
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.logs import configure_logging
 from tests.support.events import encode, message_event, new_id
@@ -889,6 +890,12 @@ def main() -> None:
     parser.add_argument("--overhead-rate", type=float, default=40.0, help="(d) events/s")
     parser.add_argument("--prefetch", type=int, default=32)
     parser.add_argument(
+        "--loop",
+        choices=("default", "asyncio"),
+        default="default",
+        help="default: the loop `llm-bot run` uses (uvloop where installed); asyncio: the stdlib's",
+    )
+    parser.add_argument(
         "--log-level", default="warning", choices=("debug", "info", "warning", "error")
     )
     parser.add_argument(
@@ -905,7 +912,11 @@ def main() -> None:
         return
     # As `llm-bot run` does (JSON lines on stderr); the harness itself configures nothing.
     configure_logging(level=args.log_level, fmt="json")
-    asyncio.run(run(args))
+    # The event loop `llm-bot run` uses (uvloop where installed), for (a) and (b) alike.
+    if args.loop == "asyncio":
+        asyncio.run(run(args))
+    else:
+        event_loop.run(run(args))
 
 
 if __name__ == "__main__":

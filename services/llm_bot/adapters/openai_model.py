@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+import aiohttp
 import openai
 from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletion
@@ -120,6 +121,8 @@ class OpenAIChatModel:
                 return await self._responses(messages, json_schema)
             return await self._chat(messages, json_schema)
         except openai.APITimeoutError as exc:
+            if _refused(exc):
+                raise ModelUnavailable("model endpoint unreachable") from exc
             raise ModelTimeout("model request timed out") from exc
         except openai.APIConnectionError as exc:
             raise ModelUnavailable("model endpoint unreachable") from exc
@@ -178,6 +181,17 @@ class OpenAIChatModel:
             input_tokens=usage.input_tokens if usage else 0,
             output_tokens=usage.output_tokens if usage else 0,
         )
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether a timeout the SDK reports is really a refused or failed connect: the aiohttp
+    transport maps every ``ClientConnectionError`` to a connect timeout, httpx does not."""
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None:
+        if isinstance(cause, aiohttp.ClientConnectorError):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _record_usage(span: Span, reply: ModelReply) -> None:

@@ -7,6 +7,7 @@ from typing import Any, Protocol
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
+from langgraph.types import Command
 
 from llm_bot.graph import nodes
 from llm_bot.graph.state import GraphContext, GraphState
@@ -14,7 +15,8 @@ from llm_bot.graph.state import GraphContext, GraphState
 CompiledGraph = Any
 """``CompiledStateGraph``; its generic parameters add nothing for callers here."""
 
-Node = Callable[[GraphState, Runtime[GraphContext]], Awaitable[dict[str, Any]]]
+Update = dict[str, Any] | Command[str]
+Node = Callable[[GraphState, Runtime[GraphContext]], Awaitable[Update]]
 
 
 class TracedNode(Protocol):
@@ -22,13 +24,13 @@ class TracedNode(Protocol):
 
     def __call__(
         self, state: GraphState, *, runtime: Runtime[GraphContext]
-    ) -> Awaitable[dict[str, Any]]: ...
+    ) -> Awaitable[Update]: ...
 
 
 def traced(name: str, node: Node) -> TracedNode:
     """The node inside an INTERNAL span of its own name (child of the consumer span)."""
 
-    async def run(state: GraphState, *, runtime: Runtime[GraphContext]) -> dict[str, Any]:
+    async def run(state: GraphState, *, runtime: Runtime[GraphContext]) -> Update:
         with runtime.context.tracer.start_as_current_span(
             name, attributes={"llmbot.graph.node": name}
         ):
@@ -38,33 +40,19 @@ def traced(name: str, node: Node) -> TracedNode:
     return run
 
 
-# Routers are async: LangGraph runs sync ones in a thread pool (two thread hops an event).
-async def _after_ingest(state: GraphState) -> str:
-    return END if state["route"] == "skip" else "recall"
-
-
-async def _after_recall(state: GraphState) -> str:
-    route = state["route"]
-    if route == "duplicate":
-        return END
-    return "remember" if route == "tool" else "call_model"
-
-
 def build_graph() -> CompiledGraph:
     """``ingest → recall → call_model → build_candidate → remember`` with SKIP, duplicate
-    and tool-trace shortcuts."""
+    and tool-trace shortcuts (``ingest`` and ``recall`` return ``Command(goto=...)``)."""
     graph = StateGraph(GraphState, context_schema=GraphContext)
+    graph.add_node("ingest", traced("ingest", nodes.ingest), destinations=nodes.INGEST_NEXT)
+    graph.add_node("recall", traced("recall", nodes.recall), destinations=nodes.RECALL_NEXT)
     for name, node in (
-        ("ingest", nodes.ingest),
-        ("recall", nodes.recall),
         ("call_model", nodes.call_model),
         ("build_candidate", nodes.build_candidate),
         ("remember", nodes.remember),
     ):
         graph.add_node(name, traced(name, node))
     graph.add_edge(START, "ingest")
-    graph.add_conditional_edges("ingest", _after_ingest, ["recall", END])
-    graph.add_conditional_edges("recall", _after_recall, ["call_model", "remember", END])
     graph.add_edge("call_model", "build_candidate")
     graph.add_edge("build_candidate", "remember")
     graph.add_edge("remember", END)

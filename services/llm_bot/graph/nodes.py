@@ -1,4 +1,8 @@
-"""The graph's nodes, one per step, each returning only the state keys it changes."""
+"""The graph's nodes, one per step, each returning only the state keys it changes.
+
+``ingest`` and ``recall`` choose the next node themselves (``Command(goto=...)``): routing
+in the node that knows the route costs LangGraph no separate branch step per event.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,9 @@ from datetime import datetime
 from typing import Any
 
 import structlog
+from langgraph.graph import END
 from langgraph.runtime import Runtime
+from langgraph.types import Command
 
 from llm_bot.contract import CandidateMemory, CandidateUsage, CandidateV1, MemoryJobV1
 from llm_bot.contract.messages import candidate_id
@@ -21,15 +27,19 @@ log = structlog.get_logger(__name__)
 Update = dict[str, Any]
 
 
-async def ingest(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
+INGEST_NEXT = ("recall", END)
+RECALL_NEXT = ("call_model", "remember", END)
+
+
+async def ingest(state: GraphState, runtime: Runtime[GraphContext]) -> Command[str]:
     """Decide the route: SKIP a message without prompt text, record tool traces, reply."""
     event = state["event"]
     if event.type in ("tool.call", "tool.result"):
-        return {"route": "tool"}
+        return Command(update={"route": "tool"}, goto="recall")
     if not event.text.strip():
         log.info("event.skipped", reason="no_prompt_text")
-        return {"route": "skip"}
-    return {"route": "reply"}
+        return Command(update={"route": "skip"}, goto=END)
+    return Command(update={"route": "reply"}, goto="recall")
 
 
 def _turn_message(event: ChatEvent, turn: int, seq: int, created_at: str) -> ChatMessage:
@@ -72,8 +82,9 @@ def _turn_message(event: ChatEvent, turn: int, seq: int, created_at: str) -> Cha
     )
 
 
-async def recall(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
-    """Load working memory; number the turn; put the event's message into the window."""
+async def recall(state: GraphState, runtime: Runtime[GraphContext]) -> Command[str]:
+    """Load working memory; number the turn; put the event's message into the window.
+    Then: a duplicate ends here, a tool trace goes to ``remember``, a message to the model."""
     ctx = runtime.context
     event = state["event"]
     recalled = await ctx.memory.load(event.key, event.event_id)
@@ -86,7 +97,7 @@ async def recall(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
             update["candidate"] = candidate
             tokens = candidate.usage.input_tokens
         update["job"] = turn_job(event, recalled.processed.turn, tokens, ctx.clock())
-        return update
+        return Command(update=update, goto=END)
     loaded = recalled.memory.messages
     if event.type == "message":
         turn, seq = recalled.last_turn + 1, 0
@@ -94,12 +105,13 @@ async def recall(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
         turn = max(recalled.last_turn, 1)
         seq = 1 + max((m.seq for m in loaded if m.turn == turn), default=-1)
     message = _turn_message(event, turn, seq, event.created_at.isoformat())
-    return {
+    update = {
         "recalled": recalled,
         "turn": turn,
         "turn_messages": [message],
         "messages": WindowAppend((*loaded, message), ctx.bounds),
     }
+    return Command(update=update, goto="remember" if state["route"] == "tool" else "call_model")
 
 
 async def call_model(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
@@ -126,7 +138,7 @@ async def call_model(state: GraphState, runtime: Runtime[GraphContext]) -> Updat
         output_tokens=reply.output_tokens,
         window_messages=len(state["messages"]),
     )
-    return {"prompt": prompt, "context": context, "reply": reply}
+    return {"context": context, "reply": reply}
 
 
 async def build_candidate(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
@@ -216,7 +228,7 @@ async def remember(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
     )
     reply = state.get("reply")
     job = turn_job(event, state["turn"], reply.input_tokens if reply else None, ctx.clock())
-    return {"version": version, "job": job}
+    return {"job": job}
 
 
 def turn_job(event: ChatEvent, turn: int, prompt_tokens: int | None, now: datetime) -> MemoryJobV1:

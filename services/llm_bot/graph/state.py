@@ -15,7 +15,7 @@ from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.tokens import TokenCounter
 from llm_bot.memory.window import WindowBounds, bounded_messages
 from llm_bot.memory.working import ConversationKey, Recalled
-from llm_bot.ports import ChatModel, MemoryStore, ModelReply, PromptMessage
+from llm_bot.ports import ChatModel, MemoryStore, ModelReply
 from llm_bot.telemetry.metrics import Metrics
 
 
@@ -61,9 +61,7 @@ class GraphState(TypedDict, total=False):
     turn: int
     turn_messages: list[ChatMessage]
     messages: Annotated[list[ChatMessage], bounded_messages]
-    prompt: list[PromptMessage]
     context: AssembledContext
     reply: ModelReply
     candidate: CandidateV1
     job: MemoryJobV1
-    version: int
