@@ -10,11 +10,14 @@ One run measures, on the RabbitMQ and Redis at AMQP_URL / REDIS_URL:
     filled with N event bodies; an echo consumer (manual ack, prefetch P) publishes each
     body back with publisher confirms (persistent, mandatory) and then acks; a collector
     on its own connection consumes the replies (as the integrator does for candidates).
-(b) the llm-bot pipeline in-process (``tests.support.harness.bot``, fake model in the
-    same process with no latency, default wiring: no span exporter, log level
-    ``--log-level``): N message events over M conversations, prefetch P.
+(b) the llm-bot pipeline in-process (``tests.support.harness.bot``, default wiring: no
+    span exporter, log level ``--log-level``) with the fake model in its own process
+    (the provider's CPU is not the service's; ``--fake-in-process`` puts it back in this
+    process) answering at once: N message events over M conversations, prefetch P.
 (c) the same pipeline with the fake model answering after 200 ms, prefetch 32, over at
     least 32 conversations; efficiency = events/s / (prefetch / latency).
+(c') the (c) backlog through ``--replicas`` ``llm-bot run`` processes sharing the same 32
+    in flight (prefetch 32 / R each): the scale-out path, CPU summed over the replicas.
 (d) per-event overhead outside the model, with the instant model and events published at
     a steady rate well below capacity (so that queueing does not dominate): for each
     event, end to end = publish → candidate received, model time = the duration of the
@@ -27,13 +30,17 @@ One run measures, on the RabbitMQ and Redis at AMQP_URL / REDIS_URL:
     the redis-py connection wrapped to count writes to the socket (round trips: a
     pipeline or an EVALSHA is one) and the commands packed into them.
 
-For (a), (b) and (c) the ingress queue is filled before consuming starts, so the figure
-is the consumer's rate with a backlog, not the publisher's: events/s = N / (time the last
-reply/candidate arrived - time the first event started being handled: the first delivery
-for the echo, the fake model's first request for the pipeline). Each also reports this
-process's CPU time per event (all threads, first to last reply), which on a shared
-machine is steadier than events/s, and how busy that makes the process: near 100% of a
-core means the figure is CPU-bound.
+(f) the floor: the libraries the pipeline is built on (LangGraph, the openai SDK, redis-py,
+    aio-pika, OpenTelemetry), each doing its share of one event's work with no llm-bot
+    code, alone and all together (``tests/bench/floor.py``); with the echo's CPU it bounds
+    (b)/(a) for any pipeline built on them.
+
+For (a), (b), (c) and (c') the ingress queue is filled before consuming starts, so the
+figure is the consumer's steady rate with a backlog, not the publisher's: events/s =
+(N - 1) / (last reply received - first reply received). Each also reports CPU time per
+event (this process, all threads, first to last reply; for (c') the replicas' from
+``/proc``), which on a shared machine is steadier than events/s, and how busy that makes
+the process: near 100% of a core means the figure is CPU-bound.
 
 ``--only-b`` runs (b) alone, to profile it from outside; ``--summarize`` reads the
 profile (see the "profile" section below).
@@ -67,6 +74,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
+from prometheus_client import CollectorRegistry
 from redis.asyncio.connection import AbstractConnection
 
 from llm_bot.adapters.rabbit_topology import Topology, declare_topology
@@ -74,8 +82,16 @@ from llm_bot.config import Settings
 from llm_bot.entrypoints import event_loop
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.logs import configure_logging
+from tests.bench.floor import Floor, measure_floor
+from tests.bench.processes import cpu_seconds, fake_model_process, replicas
 from tests.support.events import encode, message_event, new_id
-from tests.support.harness import TEST_KEY_PREFIX, Integrator, bot, settings_for_test
+from tests.support.harness import (
+    TEST_KEY_PREFIX,
+    Integrator,
+    bot,
+    integrator,
+    settings_for_test,
+)
 from tests.support.services import DEFAULT_AMQP_URL, DEFAULT_REDIS_URL, ServiceUrls
 
 TARGET_RATIO = 0.15
@@ -164,26 +180,25 @@ async def echo_baseline(amqp_url: str, events: int, prefetch: int) -> Rate:
     in_key, out_key = f"bench.echo.t{suffix}.in", f"bench.echo.t{suffix}.out"
     in_queue_name = f"bench.echo.{suffix}"
     bodies = event_bodies(events, 100)
-    first_delivery: list[float] = []
-    last_reply = 0.0
+    first_reply = last_reply = 0.0
     replies = 0
     done = asyncio.Event()
 
     cpu = CpuClock()
 
     async def collect(message: AbstractIncomingMessage) -> None:
-        nonlocal last_reply, replies
+        nonlocal first_reply, last_reply, replies
         async with message.process():
             json.loads(message.body)
             replies += 1
             cpu.tick()
+            if replies == 1:
+                first_reply = time.time()
             if replies == events:
                 last_reply = time.time()
                 done.set()
 
     async def echo(exchange: AbstractExchange, message: AbstractIncomingMessage) -> None:
-        if not first_delivery:
-            first_delivery.append(time.time())
         reply = aio_pika.Message(
             message.body,
             content_type="application/json",
@@ -217,7 +232,7 @@ async def echo_baseline(amqp_url: str, events: int, prefetch: int) -> Rate:
         tag = await echo_queue.consume(functools.partial(echo, echo_exchange), no_ack=False)
         await asyncio.wait_for(done.wait(), WAIT_SECONDS)
         await echo_queue.cancel(tag)
-        return Rate(events, last_reply - first_delivery[0], cpu.per_tick())
+        return Rate(events - 1, last_reply - first_reply, cpu.per_tick())
     finally:
         with contextlib.suppress(Exception):
             cleanup = await collector.channel()
@@ -325,18 +340,15 @@ class PipelineRun:
 
 
 @contextlib.asynccontextmanager
-async def prefilled_bot(
-    settings: Settings, bodies: Sequence[tuple[str, bytes]], **wiring: Any
-) -> AsyncIterator[Integrator]:
-    """Declare the service's topology, fill its ingress queue, then start the service
-    (``harness.bot``), so consuming starts with the whole backlog waiting."""
+async def prefilled(settings: Settings, bodies: Sequence[tuple[str, bytes]]) -> AsyncIterator[None]:
+    """Declare the service's topology and fill its ingress queue (deleted on exit), so
+    consuming starts with the whole backlog waiting."""
     connection = await aio_pika.connect_robust(settings.amqp_url.get_secret_value())
     try:
         channel = await connection.channel()
         declared = await declare_topology(channel, Topology.from_settings(settings))
         await prefill(declared.exchange, settings.ingress_routing_key, bodies)
-        async with bot(settings, **wiring) as (_, client):
-            yield client
+        yield
     finally:
         with contextlib.suppress(Exception):  # when bot() did not get to delete them
             cleanup = await connection.channel()
@@ -366,6 +378,46 @@ async def await_candidates(
     return problems
 
 
+@contextlib.asynccontextmanager
+async def model_endpoint(latency: float, *, in_process: bool) -> AsyncIterator[str]:
+    """The fake model's base URL: in its own process (the provider's CPU is not the
+    service's; the default), or in this process and event loop (``--fake-in-process``)."""
+    if in_process:
+        async with FakeModelServer() as fake:
+            fake.set_latency(latency)
+            yield fake.base_url
+    else:
+        async with fake_model_process(latency) as base_url:
+            yield base_url
+
+
+class Replies:
+    """Times and this process's CPU at the first and the last reply."""
+
+    def __init__(self) -> None:
+        self.cpu = CpuClock()
+        self.first = self.last = 0.0
+
+    def tick(self, _: object = None) -> None:
+        self.last = time.time()
+        if self.cpu.ticks == 0:
+            self.first = self.last
+        self.cpu.tick()
+
+    def rate(self, events: int) -> Rate:
+        """Steady rate between the first and the last reply (events - 1 intervals)."""
+        return Rate(events - 1, self.last - self.first, self.cpu.per_tick())
+
+
+def model_calls(registry: CollectorRegistry) -> int:
+    return int(
+        registry.get_sample_value(
+            "llmbot_model_request_duration_seconds_count", {"api": "chat", "result": "ok"}
+        )
+        or 0
+    )
+
+
 async def pipeline(
     urls: ServiceUrls,
     *,
@@ -374,28 +426,75 @@ async def pipeline(
     latency: float,
     prefetch: int,
     count_redis: bool,
+    fake_in_process: bool,
 ) -> PipelineRun:
     """(b) (with ``count_redis``: and (e)) or (c): the backlog through the service."""
     bodies = event_bodies(events, conversations)
-    cpu = CpuClock()
-    async with FakeModelServer() as fake:
-        fake.set_latency(latency)
-        settings = settings_for_test(urls, fake.base_url, prefetch=prefetch)
+    replies = Replies()
+    registry = CollectorRegistry()
+    async with model_endpoint(latency, in_process=fake_in_process) as base_url:
+        settings = settings_for_test(urls, base_url, prefetch=prefetch)
         stats = aioredis.from_url(urls.redis_url)
         try:
             before = await command_stats(stats)
             with counting_redis() as tally:
-                async with prefilled_bot(settings, bodies) as client:
-                    problems = await await_candidates(client, {i for i, _ in bodies}, cpu.tick)
-                    last = time.time()
+                async with (
+                    prefilled(settings, bodies),
+                    bot(settings, registry=registry) as (_, client),
+                ):
+                    problems = await await_candidates(client, {i for i, _ in bodies}, replies.tick)
             after = await command_stats(stats)
         finally:
             await stats.aclose()
-        first = fake.chat_requests()[0].received_at
-        if len(fake.chat_requests()) != events:
-            problems.append(f"{len(fake.chat_requests())} model calls for {events} events")
+    if (calls := model_calls(registry)) != events:
+        problems.append(f"{calls} model calls for {events} events")
     redis = per_event(before, after, tally, events) if count_redis else None
-    return PipelineRun(Rate(events, last - first, cpu.per_tick()), redis, problems)
+    return PipelineRun(replies.rate(events), redis, problems)
+
+
+@dataclass
+class ReplicatedRun:
+    replicas: int
+    rate: Rate
+    """``cpu_per_event``: the replicas' CPU (all of them, from ``/proc``), not this process's."""
+    problems: list[str]
+
+
+async def replicated(
+    urls: ServiceUrls,
+    *,
+    events: int,
+    conversations: int,
+    latency: float,
+    prefetch: int,
+    count: int,
+    log_level: str,
+) -> ReplicatedRun:
+    """(c'): the (c) backlog through ``count`` ``llm-bot run`` processes sharing the
+    in-flight budget (``prefetch // count`` each), the fake model in its own process."""
+    bodies = event_bodies(events, conversations)
+    replies = Replies()
+    cpu: list[float] = []
+    async with fake_model_process(latency) as base_url:
+        settings = settings_for_test(
+            urls, base_url, prefetch=prefetch // count, log_level=log_level
+        )
+        async with (
+            prefilled(settings, bodies),
+            integrator(settings) as client,
+            replicas(settings, count) as procs,
+        ):
+            pids = [p.process.pid for p in procs if p.process is not None]
+
+            def tick(event_id: str) -> None:
+                replies.tick(event_id)
+                if replies.cpu.ticks in (1, events):
+                    cpu.append(sum(cpu_seconds(pid) for pid in pids))
+
+            problems = await await_candidates(client, {i for i, _ in bodies}, tick)
+    rate = replies.rate(events)
+    rate.cpu_per_event = (cpu[-1] - cpu[0]) / max(1, events - 1)
+    return ReplicatedRun(count, rate, problems)
 
 
 def per_event(
@@ -437,7 +536,13 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 async def overhead(
-    urls: ServiceUrls, *, events: int, conversations: int, rate: float, prefetch: int
+    urls: ServiceUrls,
+    *,
+    events: int,
+    conversations: int,
+    rate: float,
+    prefetch: int,
+    fake_in_process: bool,
 ) -> Overhead:
     """(d): steady publishing, end to end per event minus its model span."""
     bodies = event_bodies(events, conversations)
@@ -446,8 +551,8 @@ async def overhead(
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     sent: dict[str, float] = {}
     received: dict[str, float] = {}
-    async with FakeModelServer() as fake:
-        settings = settings_for_test(urls, fake.base_url, prefetch=prefetch)
+    async with model_endpoint(0.0, in_process=fake_in_process) as base_url:
+        settings = settings_for_test(urls, base_url, prefetch=prefetch)
         async with (
             monitored(urls.redis_url) as isolated,
             bot(settings, tracer_provider=provider) as (_, client),
@@ -517,11 +622,13 @@ class Results:
     echo: Rate
     instant: PipelineRun
     slow: PipelineRun
+    scaled: ReplicatedRun | None
     slow_conversations: int
     latency: float
     prefetch: int
     overhead: Overhead
     echo_after: Rate
+    floor: Floor | None
 
 
 def busy(rate: Rate) -> str:
@@ -531,6 +638,58 @@ def busy(rate: Rate) -> str:
 
 def verdict(ok: bool) -> str:
     return "meets" if ok else "MISSES"
+
+
+def scaled_rows(results: Results) -> list[tuple[str, str, str]]:
+    scaled = results.scaled
+    if scaled is None:
+        return []
+    ideal = results.prefetch / results.latency
+    rate = scaled.rate
+    efficiency = rate.per_second / ideal
+    return [
+        (
+            f"(c') {scaled.replicas} replicas x prefetch {results.prefetch // scaled.replicas}, "
+            "events/s",
+            f"{rate.per_second:.1f}",
+            f"same {results.prefetch} in flight in all; replicas' CPU "
+            f"{rate.cpu_per_event * 1000:.2f} ms/event ({rate.per_second * rate.cpu_per_event:.2f} "
+            "cores)",
+        ),
+        (
+            "(c') efficiency",
+            f"{efficiency:.3f}",
+            f"target >= {TARGET_EFFICIENCY}: {verdict(efficiency >= TARGET_EFFICIENCY)}",
+        ),
+    ]
+
+
+def floor_rows(
+    floor: Floor | None, echo_cpu: float, pipeline_cpu: float
+) -> list[tuple[str, str, str]]:
+    if floor is None:
+        return []
+    ms = 1000.0
+    rows = [
+        (f"(f) {name}", f"{value:.3f} ms", "CPU per event, alone")
+        for name, value in floor.alone.items()
+    ]
+    bound = echo_cpu / (echo_cpu + floor.together / ms)
+    rows += [
+        ("(f) sum of the parts alone", f"{floor.total:.3f} ms", "CPU per event"),
+        (
+            "(f) all parts together per event",
+            f"{floor.together:.3f} ms",
+            f"CPU per event, 32 in flight; (b) spends {pipeline_cpu * ms - floor.together:.2f} ms "
+            "more (consuming, llm-bot's own code, pydantic, logs, metrics)",
+        ),
+        (
+            "(f) bound on (b)/(a) with these libraries",
+            f"{bound:.3f}",
+            "echo CPU / (echo CPU + all parts together): (b)/(a) at zero llm-bot cost",
+        ),
+    ]
+    return rows
 
 
 def report(results: Results, args: argparse.Namespace) -> str:
@@ -562,7 +721,7 @@ def report(results: Results, args: argparse.Namespace) -> str:
         (
             "(b) pipeline, instant model, events/s",
             f"{b:.1f}",
-            f"CPU {results.instant.rate.cpu_per_event * ms:.2f} ms/event (service, fake model, "
+            f"CPU {results.instant.rate.cpu_per_event * ms:.2f} ms/event (service and "
             f"collector): {busy(results.instant.rate)}",
         ),
         (
@@ -582,6 +741,7 @@ def report(results: Results, args: argparse.Namespace) -> str:
             f"{efficiency:.3f}",
             f"target >= {TARGET_EFFICIENCY}: {verdict(efficiency >= TARGET_EFFICIENCY)}",
         ),
+        *scaled_rows(results),
         (
             "(d) end to end per event p50 / p99",
             f"{statistics.median(o.end_to_end) * ms:.1f} / {percentile(o.end_to_end, 0.99) * ms:.1f} ms",
@@ -590,7 +750,7 @@ def report(results: Results, args: argparse.Namespace) -> str:
         (
             "(d) model span p50 / p99",
             f"{statistics.median(o.model) * ms:.1f} / {percentile(o.model, 0.99) * ms:.1f} ms",
-            "openai SDK call to the in-process fake",
+            "openai SDK call to the fake (HTTP included)",
         ),
         (
             "(d) overhead outside the model p50 / p99",
@@ -602,6 +762,7 @@ def report(results: Results, args: argparse.Namespace) -> str:
             f"{statistics.median(o.in_service) * ms:.1f} / {percentile(o.in_service, 0.99) * ms:.1f} ms",
             "consumer span (delivery -> acked) - model span",
         ),
+        *floor_rows(results.floor, echo_cpu, results.instant.rate.cpu_per_event),
         (
             "(e) Redis commands per event, server-wide",
             f"{redis.server_commands:.2f}",
@@ -647,9 +808,9 @@ def report(results: Results, args: argparse.Namespace) -> str:
         + ", ".join(f"{k} {v:.2f}" for k, v in redis.client_breakdown.items())
         + f"; inside scripts: {redis.script_internal:.2f}",
         "",
-        "Method: (a)-(c) fill the queue first, then time first event handled -> last reply "
-        "received. (d) publishes at a steady rate; model time is the service's own 'chat' "
-        "client span, so the openai SDK and HTTP to the in-process fake count as model time. "
+        "Method: (a)-(c') fill the queue first, then time first -> last reply received. "
+        "(d) publishes at a steady rate; model time is the service's own 'chat' "
+        "client span, so the openai SDK and HTTP to the fake count as model time. "
         "(e) round trips = socket writes by redis-py over (b) (a pipeline or an EVALSHA = 1, "
         "connection setup included); commandstats is server-wide (other clients of this "
         "Redis inflate it), so commands are also counted by MONITOR on this session's key "
@@ -658,6 +819,7 @@ def report(results: Results, args: argparse.Namespace) -> str:
     problems = [
         *(f"(b) {p}" for p in results.instant.problems),
         *(f"(c) {p}" for p in results.slow.problems),
+        *(f"(c') {p}" for p in (results.scaled.problems if results.scaled else [])),
         *(f"(d) {p}" for p in results.overhead.problems),
     ]
     lines += ["", "PROBLEMS: " + "; ".join(problems)] if problems else []
@@ -703,6 +865,7 @@ async def run(args: argparse.Namespace) -> None:
                 latency=0.0,
                 prefetch=args.prefetch,
                 count_redis=False,
+                fake_in_process=args.fake_in_process,
             )
             print(
                 f"(b) {alone.rate.per_second:.1f} events/s, "
@@ -719,6 +882,7 @@ async def run(args: argparse.Namespace) -> None:
             latency=0.0,
             prefetch=args.prefetch,
             count_redis=True,
+            fake_in_process=args.fake_in_process,
         )
         step(f"(c) pipeline, {args.latency * 1000:.0f} ms model, {args.latency_events} events")
         slow = await pipeline(
@@ -728,7 +892,23 @@ async def run(args: argparse.Namespace) -> None:
             latency=args.latency,
             prefetch=args.prefetch,
             count_redis=False,
+            fake_in_process=args.fake_in_process,
         )
+        scaled = None
+        if args.replicas > 0:
+            step(
+                f"(c') {args.replicas} replicas x prefetch {args.prefetch // args.replicas}, "
+                f"{args.latency * 1000:.0f} ms model, {args.latency_events} events"
+            )
+            scaled = await replicated(
+                urls,
+                events=args.latency_events,
+                conversations=slow_conversations,
+                latency=args.latency,
+                prefetch=args.prefetch,
+                count=args.replicas,
+                log_level=args.log_level,
+            )
         step(f"(d) overhead, {args.overhead_events} events at {args.overhead_rate:g}/s")
         measured = await overhead(
             urls,
@@ -736,7 +916,12 @@ async def run(args: argparse.Namespace) -> None:
             conversations=args.conversations,
             rate=args.overhead_rate,
             prefetch=args.prefetch,
+            fake_in_process=args.fake_in_process,
         )
+        floor = None
+        if not args.no_floor:
+            step("(f) floor: the libraries' own cost per event, alone and together")
+            floor = await measure_floor(amqp_url=urls.amqp_url, redis_url=urls.redis_url)
         step("(a') echo baseline again")
         echo_after = await echo_baseline(urls.amqp_url, args.echo_events, args.prefetch)
     finally:
@@ -745,11 +930,13 @@ async def run(args: argparse.Namespace) -> None:
         echo=echo,
         instant=instant,
         slow=slow,
+        scaled=scaled,
         slow_conversations=slow_conversations,
         latency=args.latency,
         prefetch=args.prefetch,
         overhead=measured,
         echo_after=echo_after,
+        floor=floor,
     )
     print()
     print(report(results, args))
@@ -782,9 +969,10 @@ LAYERS: dict[str, str] = {
     "opentelemetry": "OpenTelemetry",
     "prometheus_client": "prometheus_client",
     **dict.fromkeys(
-        ("aiohttp", "multidict", "yarl", "propcache", "frozenlist", "aiosignal", "fake_model"),
-        "fake model server (aiohttp, in-process)",
+        ("aiohttp", "multidict", "yarl", "propcache", "frozenlist", "aiosignal"),
+        "aiohttp (the model HTTP client's transport; and the fake with --fake-in-process)",
     ),
+    "fake_model": "fake model server (only with --fake-in-process)",
     "tests": "bench + harness (collecting candidates)",
 }
 SETUP_MARKERS = ("_find_and_load", "prefill", "declare_topology", "FakeModelServer.start")
@@ -889,6 +1077,18 @@ def main() -> None:
     parser.add_argument("--overhead-events", type=int, default=600, help="(d)")
     parser.add_argument("--overhead-rate", type=float, default=40.0, help="(d) events/s")
     parser.add_argument("--prefetch", type=int, default=32)
+    parser.add_argument(
+        "--replicas",
+        type=int,
+        default=2,
+        help="(c') llm-bot run processes sharing the prefetch budget; 0 skips (c')",
+    )
+    parser.add_argument("--no-floor", action="store_true", help="skip (f)")
+    parser.add_argument(
+        "--fake-in-process",
+        action="store_true",
+        help="run the fake model in this process and event loop, not in its own process",
+    )
     parser.add_argument(
         "--loop",
         choices=("default", "asyncio"),
