@@ -4,6 +4,7 @@ fake-model."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from collections.abc import Sequence
@@ -14,7 +15,7 @@ from aio_pika.exceptions import AMQPConnectionError
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.config import ConfigurationError, Settings, load_settings
 from llm_bot.contract.schema_export import stale_schemas, write_schemas
-from llm_bot.entrypoints import dlq_cli, event_loop, memory_cli
+from llm_bot.entrypoints import dlq_cli, memory_cli
 from llm_bot.entrypoints.demo import run_demo
 from llm_bot.entrypoints.run import run_consumer
 from llm_bot.entrypoints.startup import DependencyUnavailable
@@ -95,22 +96,22 @@ def _key(args: argparse.Namespace) -> ConversationKey:
 
 def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "run":
-        event_loop.run(run_consumer(settings))
+        asyncio.run(run_consumer(settings))
     elif args.command == "worker":
-        event_loop.run(run_worker(settings))
+        asyncio.run(run_worker(settings))
     elif args.command == "demo":
-        event_loop.run(run_demo(settings))
+        asyncio.run(run_demo(settings))
     elif args.command == "dlq":
         return _dlq(args, settings)
     elif args.command == "memory":
         if args.memory_command == "show":
-            data = event_loop.run(memory_cli.show_memory(settings, _key(args)))
+            data = asyncio.run(memory_cli.show_memory(settings, _key(args)))
             text = json.dumps(data, indent=2, ensure_ascii=False) if args.json else None
             print(text or memory_cli.render_memory(data))
         else:
             if args.conversation != "*":
                 _key(args)
-            deleted = event_loop.run(
+            deleted = asyncio.run(
                 memory_cli.forget_memory(settings, args.tenant, args.user, args.conversation)
             )
             print(f"erased {deleted} keys")

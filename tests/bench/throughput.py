@@ -79,7 +79,6 @@ from redis.asyncio.connection import AbstractConnection
 
 from llm_bot.adapters.rabbit_topology import Topology, declare_topology
 from llm_bot.config import Settings
-from llm_bot.entrypoints import event_loop
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.logs import configure_logging
 from tests.bench.floor import Floor, measure_floor
@@ -1091,9 +1090,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--loop",
-        choices=("default", "asyncio"),
-        default="default",
-        help="default: the loop `llm-bot run` uses (uvloop where installed); asyncio: the stdlib's",
+        choices=("asyncio", "uvloop"),
+        default="asyncio",
+        help="event loop for the whole run (uvloop: pip install uvloop first; not a dependency)",
     )
     parser.add_argument(
         "--log-level", default="warning", choices=("debug", "info", "warning", "error")
@@ -1112,11 +1111,13 @@ def main() -> None:
         return
     # As `llm-bot run` does (JSON lines on stderr); the harness itself configures nothing.
     configure_logging(level=args.log_level, fmt="json")
-    # The event loop `llm-bot run` uses (uvloop where installed), for (a) and (b) alike.
-    if args.loop == "asyncio":
-        asyncio.run(run(args))
+    # One loop for every phase, (a) and (b) alike.
+    if args.loop == "uvloop":
+        import uvloop  # noqa: PLC0415  # optional, for the A/B in docs/benchmarks.md
+
+        uvloop.run(run(args))
     else:
-        event_loop.run(run(args))
+        asyncio.run(run(args))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ confirmed the publish. Bodies are never printed: they are user content.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from collections.abc import Iterator
@@ -22,7 +23,6 @@ from llm_bot.adapters.rabbit_dlq import (
 )
 from llm_bot.adapters.rabbit_topology import Topology
 from llm_bot.config import Settings
-from llm_bot.entrypoints import event_loop
 
 ERROR_TEXT_LIMIT = 200
 
@@ -93,7 +93,7 @@ def render_replay(result: ReplayResult, *, limit: int | None, code: str | None) 
 def run_list(settings: Settings, *, limit: int, as_json: bool) -> int:
     """``llm-bot dlq list``; exit code 2 when the DLQ does not exist."""
     try:
-        letters, depth = event_loop.run(list_dead_letters(settings, limit=limit))
+        letters, depth = asyncio.run(list_dead_letters(settings, limit=limit))
     except DlqNotFound as exc:
         print(f"llm-bot: {exc}", file=sys.stderr)
         return 2
@@ -106,7 +106,7 @@ def run_replay(settings: Settings, *, limit: int | None, code: str | None) -> in
     """``llm-bot dlq replay``; exit code 2 for a missing queue or exchange, 1 when a
     republish failed (that message and the rest stay in the DLQ)."""
     try:
-        result = event_loop.run(replay_dead_letters(settings, limit=limit, code=code))
+        result = asyncio.run(replay_dead_letters(settings, limit=limit, code=code))
     except DlqNotFound as exc:
         print(f"llm-bot: {exc}", file=sys.stderr)
         return 2
