@@ -54,7 +54,7 @@ class Floor:
 
     @property
     def alone(self) -> dict[str, float]:
-        return {k: v for k, v in self.parts.items() if k != "together"}
+        return {k: v for k, v in self.parts.items() if not k.startswith("together")}
 
     @property
     def total(self) -> float:
@@ -63,6 +63,12 @@ class Floor:
     @property
     def together(self) -> float:
         return self.parts["together"]
+
+    @property
+    def together_but_graph(self) -> float:
+        """All parts but the LangGraph run: what a batch that shared one graph run among
+        many events would still pay per event."""
+        return self.parts["together but the graph"]
 
 
 async def per_op(op: Callable[[int], Awaitable[object]], count: int, concurrency: int) -> float:
@@ -128,7 +134,8 @@ async def measure_floor(
     *, amqp_url: str, redis_url: str, count: int = 1000, concurrency: int = 32
 ) -> Floor:
     """Each part on its own, then all of them in sequence per event ("together"), which
-    shows what sharing one process and event loop adds (caches, scheduling)."""
+    shows what sharing one process and event loop adds (caches, scheduling), and all but
+    the graph run."""
     graph = bare_graph()
     redis = aioredis.from_url(redis_url)
     script = redis.register_script(_SCRIPT)
@@ -194,8 +201,14 @@ async def measure_floor(
                 for step in steps.values():
                     await step(n)
 
+            async def together_but_graph(n: int) -> None:
+                for step in steps.values():
+                    if step is not run_graph:
+                        await step(n)
+
             parts = {name: await per_op(step, count, concurrency) for name, step in steps.items()}
             parts["together"] = await per_op(together, count, concurrency)
+            parts["together but the graph"] = await per_op(together_but_graph, count, concurrency)
             await queue.delete(if_unused=False, if_empty=False)
         finally:
             await connection.close()

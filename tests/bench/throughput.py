@@ -687,6 +687,16 @@ def floor_rows(
             f"{bound:.3f}",
             "echo CPU / (echo CPU + all parts together): (b)/(a) at zero llm-bot cost",
         ),
+        (
+            "(f) all parts but the graph run, together",
+            f"{floor.together_but_graph:.3f} ms",
+            "CPU per event: what remains if many events shared one LangGraph run",
+        ),
+        (
+            "(f) bound on (b)/(a) with the graph run shared",
+            f"{echo_cpu / (echo_cpu + floor.together_but_graph / ms):.3f}",
+            "echo CPU / (echo CPU + all parts but the graph)",
+        ),
     ]
     return rows
 
