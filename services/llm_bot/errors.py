@@ -59,6 +59,11 @@ class MemoryUnavailable(RetryableError):
     code = "memory_unavailable"
 
 
+class ErasedMeanwhile(LlmBotError):
+    """The user's memory was erased (``memory.forget``) while a memory job worked from what
+    it had read before: the job's writes are refused and the job is dropped."""
+
+
 class MemoryConflict(RetryableError):
     """Another event of the conversation committed first; process again on fresh memory."""
 

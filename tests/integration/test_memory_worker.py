@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from llm_bot.config import Settings
 from llm_bot.contract import MemoryJobV1
@@ -247,3 +248,49 @@ async def test_idle_conversations_are_finalized_by_the_sweep(
     assert sorted(t for e in episodes for t in e.turns) == [1, 2]
     assert f"{idle.tenant_id}|{idle.user_id}|{idle.conversation_id}".encode() not in members
     assert f"{active.tenant_id}|{active.user_id}|{active.conversation_id}".encode() in members
+
+
+async def test_forget_during_a_compaction_leaves_nothing_of_the_user_behind(
+    memory_settings: Callable[..., Settings], memory_model: FakeModelServer
+) -> None:
+    """A memory.forget that lands while a worker job is waiting for the summarizer: the
+    job read the user's turns before the erasure, so its writes (long-term items, progress,
+    job marker) are refused, and only the short-lived erasure counter remains."""
+    settings = memory_settings()
+    user = new_id("u")
+    key = ConversationKey("tfr", user, new_id("c"))
+    bystander = ConversationKey("tfr", new_id("u"), new_id("c"))
+    prefix = settings.redis_key_prefix
+    registry = CollectorRegistry()
+    async with bot(settings) as (service, client), running_worker(settings, registry=registry):
+        await say(client, key, "my name is Bob and I speak Thai")
+        await settled(client)
+        asked = len(memory_model.chat_requests())
+        memory_model.script(Fault.delay(1.5))  # the finalize job's summarizer request
+        await client.publish(
+            message_event(
+                tenant="tfr",
+                user=user,
+                conversation=key.conversation_id,
+                text=None,
+                event_type="conversation.end",
+            )
+        )
+        async with asyncio.timeout(10):
+            while len(memory_model.chat_requests()) == asked:
+                await asyncio.sleep(0.02)
+        await client.publish(
+            message_event(
+                tenant="tfr", user=user, conversation="*", text=None, event_type="memory.forget"
+            )
+        )
+        await say(client, bystander, "sync")  # the forget was handled before this reply
+        await settled(client)
+        async with asyncio.timeout(10):  # the finalize job finishes after its summarizer
+            while registry.get_sample_value("llmbot_events_in_flight"):
+                await asyncio.sleep(0.05)
+        assert len(memory_model.chat_requests()) > asked
+        left = {k.decode() for k in await service.redis.keys(f"{prefix}:{{tfr|{user}}}:*")}
+        activity = await service.redis.zrange(f"{prefix}:activity", 0, -1)
+    assert left <= {f"{prefix}:{{tfr|{user}}}:erasures"}
+    assert not any(m.startswith(f"tfr|{user}|".encode()) for m in activity)

@@ -7,16 +7,17 @@ share the user's hash tag, so erasing a user erases their long-term memory too.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, cast
 
 import redis.asyncio as aioredis
 from pydantic import BaseModel
-from redis.exceptions import RedisError
+from redis.asyncio.client import Pipeline
+from redis.exceptions import RedisError, WatchError
 
 from llm_bot.adapters.redis_keys import RedisKeys
-from llm_bot.errors import MemoryUnavailable
+from llm_bot.errors import ErasedMeanwhile, MemoryUnavailable
 from llm_bot.memory.long_term import (
     EpisodicSummary,
     LongTermBundle,
@@ -62,12 +63,14 @@ class RedisLongTermStore:
         tenant_id: str,
         user_id: str,
         *,
+        erasures: int,
         profile: Iterable[ProfileAttribute] = (),
         facts: Iterable[SemanticFact] = (),
         episodes: Iterable[EpisodicSummary] = (),
         events: Iterable[NotableEvent] = (),
     ) -> int:
-        """Upsert items by id (idempotent), apply retention, rebuild the bundle.
+        """Upsert items by id (idempotent), apply retention, rebuild the bundle; refused
+        with ``ErasedMeanwhile`` if the user was erased since ``erasures`` was read.
 
         Returns the number of items written."""
         groups: dict[str, dict[Any, Any]] = {  # redis-py wants its own key and value unions
@@ -76,20 +79,23 @@ class RedisLongTermStore:
             "episodes": {e.id: e.model_dump_json() for e in episodes},
             "events": {e.id: e.model_dump_json() for e in events},
         }
+
+        def upsert(pipe: Pipeline) -> None:
+            for kind, mapping in groups.items():
+                if mapping:
+                    pipe.hset(self._keys.long_term(tenant_id, user_id, kind), mapping=mapping)
+
         try:
-            async with self._redis.pipeline(transaction=True) as pipe:
-                for kind, mapping in groups.items():
-                    if mapping:
-                        pipe.hset(self._keys.long_term(tenant_id, user_id, kind), mapping=mapping)
-                await pipe.execute()
-            await self.apply_retention(tenant_id, user_id)
+            await self._unless_erased(tenant_id, user_id, erasures, upsert)
+            await self.apply_retention(tenant_id, user_id, erasures=erasures)
         except RedisError as exc:
             raise MemoryUnavailable(f"redis write failed: {type(exc).__name__}") from exc
         return sum(len(mapping) for mapping in groups.values())
 
-    async def apply_retention(self, tenant_id: str, user_id: str) -> int:
+    async def apply_retention(self, tenant_id: str, user_id: str, *, erasures: int) -> int:
         """Evict beyond ``max_items`` per kind (least salient, then oldest) and past the
-        retention age; rebuild the bundle. Returns the number of items evicted."""
+        retention age; rebuild the bundle (unless the user was erased since ``erasures``
+        was read). Returns the number of items evicted."""
         now = datetime.now(UTC)
         cutoff = (now - timedelta(days=self._retention.max_age_days)).isoformat()
         facts = await self.facts(tenant_id, user_id)
@@ -107,13 +113,34 @@ class RedisLongTermStore:
             episodes=[e for e in episodes if e.id not in gone["episodes"]],
             events=[e for e in events if e.id not in gone["events"]],
         )
-        async with self._redis.pipeline(transaction=True) as pipe:
+
+        def evict_and_rebuild(pipe: Pipeline) -> None:
             for kind, ids in evicted.items():
                 if ids:
                     pipe.hdel(self._keys.long_term(tenant_id, user_id, kind), *ids)
             pipe.set(self._keys.long_term(tenant_id, user_id, "bundle"), bundle.model_dump_json())
-            await pipe.execute()
+
+        await self._unless_erased(tenant_id, user_id, erasures, evict_and_rebuild)
         return sum(len(ids) for ids in evicted.values())
+
+    async def _unless_erased(
+        self, tenant_id: str, user_id: str, erasures: int, queue: Callable[[Pipeline], None]
+    ) -> None:
+        """Run ``queue``'s commands in one MULTI/EXEC that WATCHes the user's erasure
+        counter: nothing is written if it is not ``erasures`` or changes before EXEC."""
+        name = self._keys.erasures(tenant_id, user_id)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            await pipe.watch(name)
+            if int(await pipe.get(name) or 0) != erasures:
+                raise ErasedMeanwhile("long-term write refused: the user was erased meanwhile")
+            pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+            queue(pipe)
+            try:
+                await pipe.execute()
+            except WatchError as exc:
+                raise ErasedMeanwhile(
+                    "long-term write refused: the user was erased meanwhile"
+                ) from exc
 
     async def _items(
         self, tenant_id: str, user_id: str, kind: str, model: type[Item]

@@ -29,6 +29,10 @@ from llm_bot.memory.working import (
 
 MAX_SEQ_PER_TURN = 1000
 
+ERASURE_GUARD_SECONDS = 86_400
+"""How long a user's erasure counter outlives an erasure: far longer than any memory job
+(model timeout x attempts), far shorter than anything that would keep the user around."""
+
 _COMMIT = """
 if ARGV[8] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[8] then
   return {'fenced', '0'}
@@ -150,17 +154,32 @@ class RedisMemoryStore:
 
     async def forget_conversation(self, key: ConversationKey) -> int:
         """Delete one conversation's working memory, meta and raw trace."""
+        await self._count_erasure(key.tenant_id, key.user_id)
         member = f"{key.tenant_id}|{key.user_id}|{key.conversation_id}"
         await self._redis.zrem(self._keys.activity(), member)
         return int(await self._redis.unlink(*self._keys.conversation_keys(key)))
 
+    async def _count_erasure(self, tenant_id: str, user_id: str) -> None:
+        """Bump the user's erasure counter before deleting anything: a memory job that read
+        the user's memory earlier then finds its writes refused (``ErasedMeanwhile``)."""
+        name = self._keys.erasures(tenant_id, user_id)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.incr(name)
+            pipe.expire(name, ERASURE_GUARD_SECONDS)
+            await pipe.execute()
+
     async def forget_user(self, tenant_id: str, user_id: str) -> int:
-        """Delete every key of one user in one tenant, and nothing else."""
+        """Delete every key of one user in one tenant, and nothing else; only the erasure
+        counter stays, for ``ERASURE_GUARD_SECONDS``."""
+        await self._count_erasure(tenant_id, user_id)
+        guard = self._keys.erasures(tenant_id, user_id).encode()
         deleted = 0
         batch: list[bytes] = []
         async for name in self._redis.scan_iter(
             match=self._keys.user_pattern(tenant_id, user_id), count=500
         ):
+            if name == guard:
+                continue
             batch.append(name)
             if len(batch) >= 500:
                 deleted += int(await self._redis.unlink(*batch))

@@ -12,34 +12,51 @@ from redis.exceptions import RedisError
 
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.adapters.redis_memory import MAX_SEQ_PER_TURN
-from llm_bot.errors import MemoryConflict, MemoryUnavailable
+from llm_bot.errors import ErasedMeanwhile, MemoryConflict, MemoryUnavailable
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.working import ConversationKey, WorkingMemory
 
-# KEYS: wm, meta, lease. ARGV: token, expected compacted_through, new compacted_through,
-# wm json ('' = delete the working memory).
+# Every worker write checks the user's erasure counter against the value the job read
+# first (ARGV[1] of each script): an erasure since then refuses the write.
+# KEYS: erasures, wm, meta, lease. ARGV: erasures, token, expected compacted_through, new
+# compacted_through, wm json ('' = delete the working memory).
 _COMMIT_COMPACTION = """
-if redis.call('GET', KEYS[3]) ~= ARGV[1] then
+if tonumber(redis.call('GET', KEYS[1]) or '0') ~= tonumber(ARGV[1]) then
+  return {'erased', '0'}
+end
+if redis.call('GET', KEYS[4]) ~= ARGV[2] then
   return {'fenced', '0'}
 end
-local done = tonumber(redis.call('HGET', KEYS[2], 'compacted_through') or '0')
-if done ~= tonumber(ARGV[2]) then
+local done = tonumber(redis.call('HGET', KEYS[3], 'compacted_through') or '0')
+if done ~= tonumber(ARGV[3]) then
   return {'conflict', tostring(done)}
 end
-local version = tonumber(redis.call('HGET', KEYS[2], 'version') or '0') + 1
-redis.call('HSET', KEYS[2], 'compacted_through', ARGV[3], 'version', version)
-if ARGV[4] == '' then
-  redis.call('DEL', KEYS[1])
-elseif redis.call('EXISTS', KEYS[1]) == 1 then
-  redis.call('SET', KEYS[1], ARGV[4], 'KEEPTTL')
+local version = tonumber(redis.call('HGET', KEYS[3], 'version') or '0') + 1
+redis.call('HSET', KEYS[3], 'compacted_through', ARGV[4], 'version', version)
+if ARGV[5] == '' then
+  redis.call('DEL', KEYS[2])
+elseif redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('SET', KEYS[2], ARGV[5], 'KEEPTTL')
 end
 return {'ok', tostring(version)}
 """
+# KEYS: erasures, meta. ARGV: erasures, field, value.
 _RAISE_MARK = """
-local current = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
-if tonumber(ARGV[2]) > current then
-  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+if tonumber(redis.call('GET', KEYS[1]) or '0') ~= tonumber(ARGV[1]) then
+  return 0
 end
+local current = tonumber(redis.call('HGET', KEYS[2], ARGV[2]) or '0')
+if tonumber(ARGV[3]) > current then
+  redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
+end
+return 1
+"""
+# KEYS: erasures, job marker. ARGV: erasures, ttl seconds.
+_MARK_JOB = """
+if tonumber(redis.call('GET', KEYS[1]) or '0') ~= tonumber(ARGV[1]) then
+  return 0
+end
+redis.call('SET', KEYS[2], '1', 'EX', ARGV[2])
 return 1
 """
 _CLEAR_IF_UNCHANGED = """
@@ -77,7 +94,24 @@ class RedisMemoryProgress:
         self._job_ttl = job_ttl_seconds
         self._commit = client.register_script(_COMMIT_COMPACTION)
         self._raise = client.register_script(_RAISE_MARK)
+        self._mark_job = client.register_script(_MARK_JOB)
         self._clear = client.register_script(_CLEAR_IF_UNCHANGED)
+
+    async def erasures(self, tenant_id: str, user_id: str) -> int:
+        """The user's erasure counter: read it before reading their memory, pass it to
+        every write (which is refused if an erasure happened in between)."""
+        try:
+            raw = await self._redis.get(self._keys.erasures(tenant_id, user_id))
+        except RedisError as exc:
+            raise MemoryUnavailable(f"redis read failed: {type(exc).__name__}") from exc
+        return int(raw or 0)
+
+    async def exists(self, key: ConversationKey) -> bool:
+        """Whether the conversation has memory (its meta) at all."""
+        try:
+            return bool(await self._redis.exists(self._keys.conversation_meta(key)))
+        except RedisError as exc:
+            raise MemoryUnavailable(f"redis read failed: {type(exc).__name__}") from exc
 
     async def load(self, key: ConversationKey) -> ConversationProgress:
         try:
@@ -118,19 +152,23 @@ class RedisMemoryProgress:
         self,
         key: ConversationKey,
         *,
+        erasures: int,
         lease_token: str,
         expected_compacted_through: int,
         compacted_through: int,
         memory: WorkingMemory | None,
     ) -> None:
         """Advance ``compacted_through`` and write (or, with None, drop) the working memory,
-        atomically, only if the lease is still ours and nobody compacted meanwhile."""
+        atomically, only if the user was not erased since ``erasures`` was read, the lease
+        is still ours and nobody compacted meanwhile."""
         keys = [
+            self._keys.erasures(key.tenant_id, key.user_id),
             self._keys.working_memory(key),
             self._keys.conversation_meta(key),
             self._keys.lease(key),
         ]
         args: list[str | int] = [
+            erasures,
             lease_token,
             expected_compacted_through,
             compacted_through,
@@ -140,13 +178,15 @@ class RedisMemoryProgress:
             status, value = cast("list[bytes]", await self._commit(keys=keys, args=args))
         except RedisError as exc:
             raise MemoryUnavailable(f"redis commit failed: {type(exc).__name__}") from exc
+        if status == b"erased":
+            raise ErasedMeanwhile("compaction commit refused: the user was erased meanwhile")
         if status != b"ok":
             raise MemoryConflict(f"compaction commit refused: {status.decode()} ({value.decode()})")
 
-    async def mark_classified(self, key: ConversationKey, turn: int) -> None:
-        await self._raise(
-            keys=[self._keys.conversation_meta(key)], args=["classified_through", turn]
-        )
+    async def mark_classified(self, key: ConversationKey, turn: int, *, erasures: int) -> None:
+        keys = [self._keys.erasures(key.tenant_id, key.user_id), self._keys.conversation_meta(key)]
+        if not await self._raise(keys=keys, args=[erasures, "classified_through", turn]):
+            raise ErasedMeanwhile("classification mark refused: the user was erased meanwhile")
 
     async def touch(self, key: ConversationKey, at: float) -> None:
         await self._redis.zadd(self._keys.activity(), {activity_member(key): at}, gt=True)
@@ -170,7 +210,16 @@ class RedisMemoryProgress:
     async def job_done(self, tenant_id: str, user_id: str, job_id: str) -> bool:
         return bool(await self._redis.exists(self._keys.memory_job(tenant_id, user_id, job_id)))
 
-    async def mark_job_done(self, tenant_id: str, user_id: str, job_id: str) -> None:
-        await self._redis.set(
-            self._keys.memory_job(tenant_id, user_id, job_id), b"1", ex=self._job_ttl
-        )
+    async def mark_job_done(
+        self, tenant_id: str, user_id: str, job_id: str, *, erasures: int
+    ) -> None:
+        keys = [
+            self._keys.erasures(tenant_id, user_id),
+            self._keys.memory_job(tenant_id, user_id, job_id),
+        ]
+        if not await self._mark_job(keys=keys, args=[erasures, self._job_ttl]):
+            raise ErasedMeanwhile("job marker refused: the user was erased meanwhile")
+
+    async def forget_activity(self, key: ConversationKey) -> None:
+        """Take the conversation out of the idle sweep (after an erasure it raced)."""
+        await self._redis.zrem(self._keys.activity(), activity_member(key))

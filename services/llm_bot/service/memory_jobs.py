@@ -16,13 +16,13 @@ from pydantic import ValidationError
 
 from llm_bot.adapters.redis_progress import RedisMemoryProgress
 from llm_bot.contract import MemoryJobV1
-from llm_bot.errors import InvalidEvent, RetryableError
+from llm_bot.errors import ErasedMeanwhile, InvalidEvent, RetryableError
 from llm_bot.memory.working import ConversationKey
 from llm_bot.service.classifier import MessageClassifier
 from llm_bot.service.compactor import Compactor
 from llm_bot.service.conversation_locks import ConversationLocks
 from llm_bot.service.handler import Delivery, first_attempt
-from llm_bot.service.outcomes import Duplicate, Outcome, Recorded, outcome_for_error
+from llm_bot.service.outcomes import Duplicate, Outcome, Recorded, Skipped, outcome_for_error
 from llm_bot.service.retry import Exhausted, RetryPolicy, with_retries
 from llm_bot.telemetry.metrics import Metrics
 
@@ -97,14 +97,30 @@ class MemoryJobHandler:
             return await self._run_locked(job, key)
 
     async def _run_locked(self, job: MemoryJobV1, key: ConversationKey) -> Outcome:
+        # Read before anything of the user's memory: every write below is refused if the
+        # user is erased (memory.forget) after this point.
+        erasures = await self._progress.erasures(key.tenant_id, key.user_id)
+        try:
+            return await self._work(job, key, erasures)
+        except ErasedMeanwhile as exc:
+            await self._progress.forget_activity(key)
+            log.info("memory_job.erased_meanwhile", detail=str(exc))
+            return Skipped("the user's memory was erased while this job ran")
+
+    async def _work(self, job: MemoryJobV1, key: ConversationKey, erasures: int) -> Outcome:
+        if not await self._progress.exists(key):
+            # Erased (or expired) before this job started: nothing to read, nothing to mark.
+            return Skipped("the conversation has no memory (erased or expired)")
         if job.kind == "turn":
             await self._progress.touch(key, self._clock().timestamp())
+            if await self._progress.erasures(key.tenant_id, key.user_id) != erasures:
+                raise ErasedMeanwhile("erased while the conversation was marked active")
         stored = await self._classifier.classify_through(
-            key, job.turn if job.kind == "turn" else None
+            key, job.turn if job.kind == "turn" else None, erasures=erasures
         )
         pressure = job.prompt_tokens is not None and job.prompt_tokens > self._threshold
         folded = await self._compactor.compact(
-            key, token_pressure=pressure, finalize=job.kind == "finalize"
+            key, erasures=erasures, token_pressure=pressure, finalize=job.kind == "finalize"
         )
-        await self._progress.mark_job_done(job.tenant_id, job.user_id, job.id)
+        await self._progress.mark_job_done(job.tenant_id, job.user_id, job.id, erasures=erasures)
         return Recorded(f"{job.kind}: {stored} notable events, turns {list(folded)} compacted")

@@ -1,0 +1,97 @@
+"""Every memory-worker write is refused once the user was erased after the job read the
+erasure counter (real Redis): nothing of an erased user can come back from a job that
+was already running when ``memory.forget`` arrived."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
+
+import pytest
+import redis.asyncio as aioredis
+
+from llm_bot.bootstrap import long_term_store, memory_store, progress_store
+from llm_bot.config import Settings
+from llm_bot.errors import ErasedMeanwhile
+from llm_bot.memory.long_term import NotableEvent
+from llm_bot.memory.working import ConversationKey
+from tests.support.events import new_id
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def redis(make_settings: Callable[..., Settings]) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.from_url(make_settings().redis_url.get_secret_value())
+    yield client
+    await client.aclose()
+
+
+def notable(key: ConversationKey) -> NotableEvent:
+    return NotableEvent(
+        id=new_id("ne"),
+        event_type="REQUEST",
+        importance=0.8,
+        summary="wants a refund",
+        conversation_id=key.conversation_id,
+        turn=1,
+        event_id=new_id("evt"),
+        created_at=datetime.now(UTC).isoformat(),
+    )
+
+
+@pytest.mark.parametrize("scope", ["user", "conversation"])
+async def test_writes_read_before_an_erasure_are_refused_and_leave_no_key(
+    scope: str, make_settings: Callable[..., Settings], redis: aioredis.Redis
+) -> None:
+    settings = make_settings()
+    store = memory_store(settings, redis)
+    progress = progress_store(settings, redis)
+    ltm = long_term_store(settings, redis)
+    key = ConversationKey("tguard", new_id("u"), new_id("c"))
+    before = await progress.erasures(key.tenant_id, key.user_id)
+    if scope == "user":
+        await store.forget_user(key.tenant_id, key.user_id)
+    else:
+        await store.forget_conversation(key)
+    writes: list[Callable[[], Awaitable[object]]] = [
+        lambda: ltm.write(key.tenant_id, key.user_id, erasures=before, events=[notable(key)]),
+        lambda: ltm.apply_retention(key.tenant_id, key.user_id, erasures=before),
+        lambda: progress.mark_classified(key, 1, erasures=before),
+        lambda: progress.mark_job_done(key.tenant_id, key.user_id, "job_x", erasures=before),
+        lambda: progress.commit_compaction(
+            key,
+            erasures=before,
+            lease_token="t",
+            expected_compacted_through=0,
+            compacted_through=1,
+            memory=None,
+        ),
+    ]
+    for write in writes:
+        with pytest.raises(ErasedMeanwhile):
+            await write()
+    scope_keys = await redis.keys(f"{settings.redis_key_prefix}:{{tguard|{key.user_id}}}:*")
+    assert [k.decode() for k in scope_keys] == [
+        f"{settings.redis_key_prefix}:{{tguard|{key.user_id}}}:erasures"
+    ]
+    assert 0 < await redis.ttl(scope_keys[0]) <= 86_400
+
+
+async def test_writes_after_the_erasure_proceed(
+    make_settings: Callable[..., Settings], redis: aioredis.Redis
+) -> None:
+    """A job that started after the erasure (read the new counter) writes normally."""
+    settings = make_settings()
+    store = memory_store(settings, redis)
+    progress = progress_store(settings, redis)
+    ltm = long_term_store(settings, redis)
+    key = ConversationKey("tguard", new_id("u"), new_id("c"))
+    await store.forget_user(key.tenant_id, key.user_id)
+    now = await progress.erasures(key.tenant_id, key.user_id)
+    assert now == 1
+    assert await ltm.write(key.tenant_id, key.user_id, erasures=now, events=[notable(key)]) == 1
+    await progress.mark_job_done(key.tenant_id, key.user_id, "job_y", erasures=now)
+    assert await progress.job_done(key.tenant_id, key.user_id, "job_y")
+    assert len(await ltm.events(key.tenant_id, key.user_id)) == 1
+    await store.forget_user(key.tenant_id, key.user_id)
