@@ -6,10 +6,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 import pytest
 import redis.asyncio as aioredis
 
+from llm_bot.adapters.redis_ltm import RedisLongTermStore
+from llm_bot.adapters.redis_memory import RedisMemoryStore
+from llm_bot.adapters.redis_progress import RedisMemoryProgress
 from llm_bot.bootstrap import long_term_store, memory_store, progress_store
 from llm_bot.config import Settings
 from llm_bot.errors import ErasedMeanwhile
@@ -20,10 +24,28 @@ from tests.support.events import new_id
 pytestmark = pytest.mark.integration
 
 
+class Stores(NamedTuple):
+    settings: Settings
+    redis: aioredis.Redis
+    store: RedisMemoryStore
+    progress: RedisMemoryProgress
+    ltm: RedisLongTermStore
+    key: ConversationKey
+
+
 @pytest.fixture
-async def redis(make_settings: Callable[..., Settings]) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.from_url(make_settings().redis_url.get_secret_value())
-    yield client
+async def stores(make_settings: Callable[..., Settings]) -> AsyncIterator[Stores]:
+    """The service's and the worker's Redis stores, and a fresh user's conversation."""
+    settings = make_settings()
+    client = aioredis.from_url(settings.redis_url.get_secret_value())
+    yield Stores(
+        settings=settings,
+        redis=client,
+        store=memory_store(settings, client),
+        progress=progress_store(settings, client),
+        ltm=long_term_store(settings, client),
+        key=ConversationKey("tguard", new_id("u"), new_id("c")),
+    )
     await client.aclose()
 
 
@@ -42,13 +64,9 @@ def notable(key: ConversationKey) -> NotableEvent:
 
 @pytest.mark.parametrize("scope", ["user", "conversation"])
 async def test_writes_read_before_an_erasure_are_refused_and_leave_no_key(
-    scope: str, make_settings: Callable[..., Settings], redis: aioredis.Redis
+    scope: str, stores: Stores
 ) -> None:
-    settings = make_settings()
-    store = memory_store(settings, redis)
-    progress = progress_store(settings, redis)
-    ltm = long_term_store(settings, redis)
-    key = ConversationKey("tguard", new_id("u"), new_id("c"))
+    settings, redis, store, progress, ltm, key = stores
     before = await progress.erasures(key.tenant_id, key.user_id)
     if scope == "user":
         await store.forget_user(key.tenant_id, key.user_id)
@@ -78,15 +96,9 @@ async def test_writes_read_before_an_erasure_are_refused_and_leave_no_key(
     assert 0 < await redis.ttl(scope_keys[0]) <= 86_400
 
 
-async def test_writes_after_the_erasure_proceed(
-    make_settings: Callable[..., Settings], redis: aioredis.Redis
-) -> None:
+async def test_writes_after_the_erasure_proceed(stores: Stores) -> None:
     """A job that started after the erasure (read the new counter) writes normally."""
-    settings = make_settings()
-    store = memory_store(settings, redis)
-    progress = progress_store(settings, redis)
-    ltm = long_term_store(settings, redis)
-    key = ConversationKey("tguard", new_id("u"), new_id("c"))
+    _, _, store, progress, ltm, key = stores
     await store.forget_user(key.tenant_id, key.user_id)
     now = await progress.erasures(key.tenant_id, key.user_id)
     assert now == 1
