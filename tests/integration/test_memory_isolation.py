@@ -46,7 +46,9 @@ async def test_memory_forget_erases_the_user_in_the_tenant_and_nothing_else(
 ) -> None:
     """memory.forget with conversation '*' deletes every key of that user, only theirs."""
     user, other_user, conv = new_id("u"), new_id("u"), new_id("c")
-    async with bot(make_settings()) as (service, client):
+    # Prefetch 1: the "sync" event after the forget is delivered only once the forget is
+    # acked, so its reply means the erasure is done (with more in flight they overlap).
+    async with bot(make_settings(prefetch=1)) as (service, client):
         for tenant, who in (("tf_a", user), ("tf_a", other_user), ("tf_b", user)):
             await client.publish(
                 message_event(tenant=tenant, user=who, conversation=conv, text="remember me")

@@ -145,7 +145,7 @@ async def test_forget_erases_long_term_memory_of_that_user_only(
 ) -> None:
     """memory.forget removes every key of the user in the tenant, long-term included, and
     leaves another user's and another tenant's memory alone."""
-    settings = memory_settings()
+    settings = memory_settings(prefetch=1)  # the "sync" reply comes after the forget's ack
     user, other = new_id("u"), new_id("u")
     keys = [
         ConversationKey("tfg", user, new_id("c")),
@@ -256,7 +256,7 @@ async def test_forget_during_a_compaction_leaves_nothing_of_the_user_behind(
     """A memory.forget that lands while a worker job is waiting for the summarizer: the
     job read the user's turns before the erasure, so its writes (long-term items, progress,
     job marker) are refused, and only the short-lived erasure counter remains."""
-    settings = memory_settings()
+    settings = memory_settings(prefetch=1)  # the "sync" reply comes after the forget's ack
     user = new_id("u")
     key = ConversationKey("tfr", user, new_id("c"))
     bystander = ConversationKey("tfr", new_id("u"), new_id("c"))
