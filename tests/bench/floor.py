@@ -90,7 +90,7 @@ def _reducer(left: list[Any] | None, right: list[Any] | None) -> list[Any]:
     return [*(left or []), *(right or [])]
 
 
-class _State(TypedDict, total=False):
+class GraphShapeState(TypedDict, total=False):
     """The shape of the service's graph state (11 keys, one with a reducer)."""
 
     event: Any
@@ -109,16 +109,16 @@ class _State(TypedDict, total=False):
 def bare_graph() -> Any:
     """The service's graph shape with nodes that do nothing."""
 
-    async def ingest(state: _State) -> Command[str]:
+    async def ingest(state: GraphShapeState) -> Command[str]:
         return Command(update={"route": "reply"}, goto="recall")
 
-    async def recall(state: _State) -> Command[str]:
+    async def recall(state: GraphShapeState) -> Command[str]:
         return Command(update={"turn": 1, "messages": [1]}, goto="call_model")
 
-    async def step(state: _State) -> dict[str, Any]:
+    async def step(state: GraphShapeState) -> dict[str, Any]:
         return {"reply": 1}
 
-    graph = StateGraph(_State)
+    graph = StateGraph(GraphShapeState)
     graph.add_node("ingest", ingest, destinations=("recall", END))
     graph.add_node("recall", recall, destinations=("call_model", "remember", END))
     for name in ("call_model", "build_candidate", "remember"):
