@@ -59,9 +59,12 @@ class MemoryUnavailable(RetryableError):
     code = "memory_unavailable"
 
 
-class ErasedMeanwhile(LlmBotError):
-    """The user's memory was erased (``memory.forget``) while a memory job worked from what
-    it had read before: the job's writes are refused and the job is dropped."""
+class ErasedMeanwhile(RetryableError):
+    """The user's memory is being or was erased (``memory.forget``) since a memory job read
+    their erasure mark: the job's writes are refused and the job runs again on what is left
+    (nothing, if its conversation was erased)."""
+
+    code = "memory_unavailable"
 
 
 class MemoryConflict(RetryableError):

@@ -1,5 +1,5 @@
 """Every memory-worker write is refused once the user was erased after the job read the
-erasure counter (real Redis): nothing of an erased user can come back from a job that
+erasure mark (real Redis): nothing of an erased user can come back from a job that
 was already running when ``memory.forget`` arrived."""
 
 from __future__ import annotations
@@ -67,19 +67,19 @@ async def test_writes_read_before_an_erasure_are_refused_and_leave_no_key(
     scope: str, stores: Stores
 ) -> None:
     settings, redis, store, progress, ltm, key = stores
-    before = await progress.erasures(key.tenant_id, key.user_id)
+    before = await progress.erasure(key.tenant_id, key.user_id)
     if scope == "user":
         await store.forget_user(key.tenant_id, key.user_id)
     else:
         await store.forget_conversation(key)
     writes: list[Callable[[], Awaitable[object]]] = [
-        lambda: ltm.write(key.tenant_id, key.user_id, erasures=before, events=[notable(key)]),
-        lambda: ltm.apply_retention(key.tenant_id, key.user_id, erasures=before),
-        lambda: progress.mark_classified(key, 1, erasures=before),
-        lambda: progress.mark_job_done(key.tenant_id, key.user_id, "job_x", erasures=before),
+        lambda: ltm.write(key.tenant_id, key.user_id, erasure=before, events=[notable(key)]),
+        lambda: ltm.apply_retention(key.tenant_id, key.user_id, erasure=before),
+        lambda: progress.mark_classified(key, 1, erasure=before),
+        lambda: progress.mark_job_done(key.tenant_id, key.user_id, "job_x", erasure=before),
         lambda: progress.commit_compaction(
             key,
-            erasures=before,
+            erasure=before,
             lease_token="t",  # noqa: S106  # a fencing token, not a secret
             expected_compacted_through=0,
             compacted_through=1,
@@ -91,19 +91,33 @@ async def test_writes_read_before_an_erasure_are_refused_and_leave_no_key(
             await write()
     scope_keys = await redis.keys(f"{settings.redis_key_prefix}:{{tguard|{key.user_id}}}:*")
     assert [k.decode() for k in scope_keys] == [
-        f"{settings.redis_key_prefix}:{{tguard|{key.user_id}}}:erasures"
+        f"{settings.redis_key_prefix}:{{tguard|{key.user_id}}}:erasure"
     ]
     assert 0 < await redis.ttl(scope_keys[0]) <= 86_400
+    assert (await redis.get(scope_keys[0])).startswith(b"erased:")
+
+
+async def test_a_job_reading_during_an_erasure_waits_and_retries(stores: Stores) -> None:
+    """While an erasure deletes (mark ``erasing:``), reading the mark raises the retryable
+    ErasedMeanwhile: the job backs off instead of working from half-deleted memory."""
+    settings, redis, _, progress, _, key = stores
+    await redis.set(
+        f"{settings.redis_key_prefix}:{{tguard|{key.user_id}}}:erasure", "erasing:x", ex=60
+    )
+    with pytest.raises(ErasedMeanwhile) as raised:
+        await progress.erasure(key.tenant_id, key.user_id)
+    assert raised.value.retryable
+    await redis.delete(f"{settings.redis_key_prefix}:{{tguard|{key.user_id}}}:erasure")
 
 
 async def test_writes_after_the_erasure_proceed(stores: Stores) -> None:
-    """A job that started after the erasure (read the new counter) writes normally."""
+    """A job that started after the erasure (read the new mark) writes normally."""
     _, _, store, progress, ltm, key = stores
     await store.forget_user(key.tenant_id, key.user_id)
-    now = await progress.erasures(key.tenant_id, key.user_id)
-    assert now == 1
-    assert await ltm.write(key.tenant_id, key.user_id, erasures=now, events=[notable(key)]) == 1
-    await progress.mark_job_done(key.tenant_id, key.user_id, "job_y", erasures=now)
+    now = await progress.erasure(key.tenant_id, key.user_id)
+    assert now.startswith("erased:")
+    assert await ltm.write(key.tenant_id, key.user_id, erasure=now, events=[notable(key)]) == 1
+    await progress.mark_job_done(key.tenant_id, key.user_id, "job_y", erasure=now)
     assert await progress.job_done(key.tenant_id, key.user_id, "job_y")
     assert len(await ltm.events(key.tenant_id, key.user_id)) == 1
     await store.forget_user(key.tenant_id, key.user_id)

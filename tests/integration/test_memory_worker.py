@@ -250,20 +250,27 @@ async def test_idle_conversations_are_finalized_by_the_sweep(
     assert f"{active.tenant_id}|{active.user_id}|{active.conversation_id}".encode() in members
 
 
-async def test_forget_during_a_compaction_leaves_nothing_of_the_user_behind(
-    memory_settings: Callable[..., Settings], memory_model: FakeModelServer
+@pytest.mark.parametrize("scope", ["user", "other conversation"])
+async def test_forget_during_a_compaction(
+    scope: str, memory_settings: Callable[..., Settings], memory_model: FakeModelServer
 ) -> None:
-    """A memory.forget that lands while a worker job is waiting for the summarizer: the
-    job read the user's turns before the erasure, so its writes (long-term items, progress,
-    job marker) are refused, and only the short-lived erasure counter remains."""
+    """A memory.forget lands while a finalize job waits for the summarizer. Its writes are
+    refused and it runs again: erased with the user, it finds nothing and only the
+    short-lived erasure mark remains; when only another conversation of the user was
+    erased, its retry folds its own conversation as usual."""
     settings = memory_settings(prefetch=1)  # the "sync" reply comes after the forget's ack
     user = new_id("u")
     key = ConversationKey("tfr", user, new_id("c"))
+    other = ConversationKey("tfr", user, new_id("c"))
     bystander = ConversationKey("tfr", new_id("u"), new_id("c"))
     prefix = settings.redis_key_prefix
     registry = CollectorRegistry()
-    async with bot(settings) as (service, client), running_worker(settings, registry=registry):
+    async with (
+        bot(settings) as (service, client),
+        running_worker(settings, registry=registry) as worker,
+    ):
         await say(client, key, "my name is Bob and I speak Thai")
+        await say(client, other, "a second conversation")
         await settled(client)
         asked = len(memory_model.chat_requests())
         memory_model.script(Fault.delay(1.5))  # the finalize job's summarizer request
@@ -279,18 +286,24 @@ async def test_forget_during_a_compaction_leaves_nothing_of_the_user_behind(
         async with asyncio.timeout(10):
             while len(memory_model.chat_requests()) == asked:
                 await asyncio.sleep(0.02)
+        erased = "*" if scope == "user" else other.conversation_id
         await client.publish(
             message_event(
-                tenant="tfr", user=user, conversation="*", text=None, event_type="memory.forget"
+                tenant="tfr", user=user, conversation=erased, text=None, event_type="memory.forget"
             )
         )
         await say(client, bystander, "sync")  # the forget was handled before this reply
         await settled(client)
-        async with asyncio.timeout(10):  # the finalize job finishes after its summarizer
+        async with asyncio.timeout(20):  # the finalize job finishes after its retry
             while registry.get_sample_value("llmbot_events_in_flight"):
                 await asyncio.sleep(0.05)
-        assert len(memory_model.chat_requests()) > asked
         left = {k.decode() for k in await service.redis.keys(f"{prefix}:{{tfr|{user}}}:*")}
         activity = await service.redis.zrange(f"{prefix}:activity", 0, -1)
-    assert left <= {f"{prefix}:{{tfr|{user}}}:erasures"}
-    assert not any(m.startswith(f"tfr|{user}|".encode()) for m in activity)
+        episodes = await worker.ltm.episodes("tfr", user)
+    assert registry.get_sample_value("llmbot_events_total", {"outcome": "retried"})
+    if scope == "user":
+        assert left <= {f"{prefix}:{{tfr|{user}}}:erasure"}
+        assert not any(m.startswith(f"tfr|{user}|".encode()) for m in activity)
+    else:
+        assert [e.conversation_id for e in episodes] == [key.conversation_id]
+        assert not any(other.conversation_id in k for k in left)

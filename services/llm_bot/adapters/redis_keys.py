@@ -64,11 +64,11 @@ class RedisKeys:
         """Marker of a memory job already done (idempotency of the worker)."""
         return f"{self.user_scope(tenant_id, user_id)}:job:{_checked(job_id, 'job_id')}"
 
-    def erasures(self, tenant_id: str, user_id: str) -> str:
-        """Counter of erasures of one user (``memory.forget``, either scope), kept for
-        ``ERASURE_GUARD_SECONDS``: a worker job that read the user's memory before an
-        erasure sees it changed and drops its writes."""
-        return f"{self.user_scope(tenant_id, user_id)}:erasures"
+    def erasure(self, tenant_id: str, user_id: str) -> str:
+        """The user's erasure mark (``memory.forget``, either scope): ``erasing:<id>`` while
+        an erasure deletes, ``erased:<id>`` after, kept for ``ERASURE_GUARD_SECONDS``. A
+        memory job reads it first; every write it makes is refused if the mark changed."""
+        return f"{self.user_scope(tenant_id, user_id)}:erasure"
 
     def activity(self) -> str:
         """Sorted set of conversations by last activity (member ``tenant|user|conversation``),

@@ -63,14 +63,14 @@ class RedisLongTermStore:
         tenant_id: str,
         user_id: str,
         *,
-        erasures: int,
+        erasure: str,
         profile: Iterable[ProfileAttribute] = (),
         facts: Iterable[SemanticFact] = (),
         episodes: Iterable[EpisodicSummary] = (),
         events: Iterable[NotableEvent] = (),
     ) -> int:
         """Upsert items by id (idempotent), apply retention, rebuild the bundle; refused
-        with ``ErasedMeanwhile`` if the user was erased since ``erasures`` was read.
+        with ``ErasedMeanwhile`` if the user's erasure mark is no longer ``erasure``.
 
         Returns the number of items written."""
         groups: dict[str, dict[Any, Any]] = {  # redis-py wants its own key and value unions
@@ -86,16 +86,16 @@ class RedisLongTermStore:
                     pipe.hset(self._keys.long_term(tenant_id, user_id, kind), mapping=mapping)
 
         try:
-            await self._unless_erased(tenant_id, user_id, erasures, upsert)
-            await self.apply_retention(tenant_id, user_id, erasures=erasures)
+            await self._unless_erased(tenant_id, user_id, erasure, upsert)
+            await self.apply_retention(tenant_id, user_id, erasure=erasure)
         except RedisError as exc:
             raise MemoryUnavailable(f"redis write failed: {type(exc).__name__}") from exc
         return sum(len(mapping) for mapping in groups.values())
 
-    async def apply_retention(self, tenant_id: str, user_id: str, *, erasures: int) -> int:
+    async def apply_retention(self, tenant_id: str, user_id: str, *, erasure: str) -> int:
         """Evict beyond ``max_items`` per kind (least salient, then oldest) and past the
-        retention age; rebuild the bundle (unless the user was erased since ``erasures``
-        was read). Returns the number of items evicted."""
+        retention age; rebuild the bundle (unless the user's erasure mark is no longer
+        ``erasure``). Returns the number of items evicted."""
         now = datetime.now(UTC)
         cutoff = (now - timedelta(days=self._retention.max_age_days)).isoformat()
         facts = await self.facts(tenant_id, user_id)
@@ -120,27 +120,35 @@ class RedisLongTermStore:
                     pipe.hdel(self._keys.long_term(tenant_id, user_id, kind), *ids)
             pipe.set(self._keys.long_term(tenant_id, user_id, "bundle"), bundle.model_dump_json())
 
-        await self._unless_erased(tenant_id, user_id, erasures, evict_and_rebuild)
+        await self._unless_erased(tenant_id, user_id, erasure, evict_and_rebuild)
         return sum(len(ids) for ids in evicted.values())
 
     async def _unless_erased(
-        self, tenant_id: str, user_id: str, erasures: int, queue: Callable[[Pipeline], None]
+        self, tenant_id: str, user_id: str, erasure: str, queue: Callable[[Pipeline], None]
     ) -> None:
-        """Run ``queue``'s commands in one MULTI/EXEC that WATCHes the user's erasure
-        counter: nothing is written if it is not ``erasures`` or changes before EXEC."""
-        name = self._keys.erasures(tenant_id, user_id)
+        """Run ``queue``'s commands in one MULTI/EXEC that WATCHes the user's erasure mark:
+        nothing is written if it is not ``erasure`` or changes before EXEC."""
+        name = self._keys.erasure(tenant_id, user_id)
         async with self._redis.pipeline(transaction=True) as pipe:
             await pipe.watch(name)
-            if int(await pipe.get(name) or 0) != erasures:
+            if await self._mark(pipe, name) != erasure:
                 raise ErasedMeanwhile("long-term write refused: the user was erased meanwhile")
             pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
             queue(pipe)
             try:
                 await pipe.execute()
             except WatchError as exc:
-                raise ErasedMeanwhile(
-                    "long-term write refused: the user was erased meanwhile"
-                ) from exc
+                # redis-py raises WatchError for a lost connection while watching too.
+                if await self._mark(self._redis, name) != erasure:
+                    raise ErasedMeanwhile(
+                        "long-term write refused: the user was erased meanwhile"
+                    ) from exc
+                raise MemoryUnavailable("redis transaction aborted; retrying") from exc
+
+    @staticmethod
+    async def _mark(client: aioredis.Redis | Pipeline, name: str) -> str:
+        raw = await client.get(name)
+        return raw.decode() if isinstance(raw, bytes) else ""
 
     async def _items(
         self, tenant_id: str, user_id: str, kind: str, model: type[Item]

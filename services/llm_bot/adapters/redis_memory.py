@@ -10,6 +10,7 @@ version (optimistic concurrency: no lost updates) before writing anything.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, cast
 
 import redis.asyncio as aioredis
@@ -30,7 +31,7 @@ from llm_bot.memory.working import (
 MAX_SEQ_PER_TURN = 1000
 
 ERASURE_GUARD_SECONDS = 86_400
-"""How long a user's erasure counter outlives an erasure: far longer than any memory job
+"""How long a user's erasure mark outlives an erasure: far longer than any memory job
 (model timeout x attempts), far shorter than anything that would keep the user around."""
 
 _COMMIT = """
@@ -154,25 +155,31 @@ class RedisMemoryStore:
 
     async def forget_conversation(self, key: ConversationKey) -> int:
         """Delete one conversation's working memory, meta and raw trace."""
-        await self._count_erasure(key.tenant_id, key.user_id)
+        erasure = await self._mark_erasure(key.tenant_id, key.user_id, "erasing")
         member = f"{key.tenant_id}|{key.user_id}|{key.conversation_id}"
         await self._redis.zrem(self._keys.activity(), member)
-        return int(await self._redis.unlink(*self._keys.conversation_keys(key)))
+        deleted = int(await self._redis.unlink(*self._keys.conversation_keys(key)))
+        await self._mark_erasure(key.tenant_id, key.user_id, "erased", erasure)
+        return deleted
 
-    async def _count_erasure(self, tenant_id: str, user_id: str) -> None:
-        """Bump the user's erasure counter before deleting anything: a memory job that read
-        the user's memory earlier then finds its writes refused (``ErasedMeanwhile``)."""
-        name = self._keys.erasures(tenant_id, user_id)
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.incr(name)
-            pipe.expire(name, ERASURE_GUARD_SECONDS)
-            await pipe.execute()
+    async def _mark_erasure(
+        self, tenant_id: str, user_id: str, state: str, erasure: str | None = None
+    ) -> str:
+        """Set the user's erasure mark to ``erasing:<id>`` before deleting anything and to
+        ``erased:<id>`` once done (a value never used before, so a memory job that read
+        any earlier mark has its writes refused, and one reading ``erasing`` waits)."""
+        erasure = erasure or uuid.uuid4().hex
+        await self._redis.set(
+            self._keys.erasure(tenant_id, user_id), f"{state}:{erasure}", ex=ERASURE_GUARD_SECONDS
+        )
+        return erasure
 
     async def forget_user(self, tenant_id: str, user_id: str) -> int:
         """Delete every key of one user in one tenant, and nothing else; only the erasure
-        counter stays, for ``ERASURE_GUARD_SECONDS``."""
-        await self._count_erasure(tenant_id, user_id)
-        guard = self._keys.erasures(tenant_id, user_id).encode()
+        mark stays, for ``ERASURE_GUARD_SECONDS``. If a delete fails the mark stays
+        ``erasing`` (memory jobs of the user wait) until the retried erasure completes."""
+        erasure = await self._mark_erasure(tenant_id, user_id, "erasing")
+        guard = self._keys.erasure(tenant_id, user_id).encode()
         deleted = 0
         batch: list[bytes] = []
         async for name in self._redis.scan_iter(
@@ -194,4 +201,5 @@ class RedisMemoryStore:
         ]
         if members:
             await self._redis.zrem(self._keys.activity(), *members)
+        await self._mark_erasure(tenant_id, user_id, "erased", erasure)
         return deleted

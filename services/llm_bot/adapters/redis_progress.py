@@ -16,12 +16,12 @@ from llm_bot.errors import ErasedMeanwhile, MemoryConflict, MemoryUnavailable
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.working import ConversationKey, WorkingMemory
 
-# Every worker write checks the user's erasure counter against the value the job read
-# first (ARGV[1] of each script): an erasure since then refuses the write.
-# KEYS: erasures, wm, meta, lease. ARGV: erasures, token, expected compacted_through, new
+# Every worker write checks the user's erasure mark against the value the job read first
+# (ARGV[1] of each script, '' for none): an erasure since then refuses the write.
+# KEYS: erasure, wm, meta, lease. ARGV: erasure, token, expected compacted_through, new
 # compacted_through, wm json ('' = delete the working memory).
 _COMMIT_COMPACTION = """
-if tonumber(redis.call('GET', KEYS[1]) or '0') ~= tonumber(ARGV[1]) then
+if (redis.call('GET', KEYS[1]) or '') ~= ARGV[1] then
   return {'erased', '0'}
 end
 if redis.call('GET', KEYS[4]) ~= ARGV[2] then
@@ -40,9 +40,9 @@ elseif redis.call('EXISTS', KEYS[2]) == 1 then
 end
 return {'ok', tostring(version)}
 """
-# KEYS: erasures, meta. ARGV: erasures, field, value.
+# KEYS: erasure, meta. ARGV: erasure, field, value.
 _RAISE_MARK = """
-if tonumber(redis.call('GET', KEYS[1]) or '0') ~= tonumber(ARGV[1]) then
+if (redis.call('GET', KEYS[1]) or '') ~= ARGV[1] then
   return 0
 end
 local current = tonumber(redis.call('HGET', KEYS[2], ARGV[2]) or '0')
@@ -51,9 +51,9 @@ if tonumber(ARGV[3]) > current then
 end
 return 1
 """
-# KEYS: erasures, job marker. ARGV: erasures, ttl seconds.
+# KEYS: erasure, job marker. ARGV: erasure, ttl seconds.
 _MARK_JOB = """
-if tonumber(redis.call('GET', KEYS[1]) or '0') ~= tonumber(ARGV[1]) then
+if (redis.call('GET', KEYS[1]) or '') ~= ARGV[1] then
   return 0
 end
 redis.call('SET', KEYS[2], '1', 'EX', ARGV[2])
@@ -97,14 +97,18 @@ class RedisMemoryProgress:
         self._mark_job = client.register_script(_MARK_JOB)
         self._clear = client.register_script(_CLEAR_IF_UNCHANGED)
 
-    async def erasures(self, tenant_id: str, user_id: str) -> int:
-        """The user's erasure counter: read it before reading their memory, pass it to
-        every write (which is refused if an erasure happened in between)."""
+    async def erasure(self, tenant_id: str, user_id: str) -> str:
+        """The user's erasure mark ('' for none): read it before reading their memory and
+        pass it to every write, which is refused if the mark changed in between. Raises
+        ``ErasedMeanwhile`` (retryable) while an erasure of the user is deleting."""
         try:
-            raw = await self._redis.get(self._keys.erasures(tenant_id, user_id))
+            raw = await self._redis.get(self._keys.erasure(tenant_id, user_id))
         except RedisError as exc:
             raise MemoryUnavailable(f"redis read failed: {type(exc).__name__}") from exc
-        return int(raw or 0)
+        mark = raw.decode() if isinstance(raw, bytes) else ""
+        if mark.startswith("erasing:"):
+            raise ErasedMeanwhile("the user's memory is being erased")
+        return mark
 
     async def exists(self, key: ConversationKey) -> bool:
         """Whether the conversation has memory (its meta) at all."""
@@ -152,23 +156,23 @@ class RedisMemoryProgress:
         self,
         key: ConversationKey,
         *,
-        erasures: int,
+        erasure: str,
         lease_token: str,
         expected_compacted_through: int,
         compacted_through: int,
         memory: WorkingMemory | None,
     ) -> None:
         """Advance ``compacted_through`` and write (or, with None, drop) the working memory,
-        atomically, only if the user was not erased since ``erasures`` was read, the lease
-        is still ours and nobody compacted meanwhile."""
+        atomically, only if the user's erasure mark is still ``erasure``, the lease is
+        still ours and nobody compacted meanwhile."""
         keys = [
-            self._keys.erasures(key.tenant_id, key.user_id),
+            self._keys.erasure(key.tenant_id, key.user_id),
             self._keys.working_memory(key),
             self._keys.conversation_meta(key),
             self._keys.lease(key),
         ]
         args: list[str | int] = [
-            erasures,
+            erasure,
             lease_token,
             expected_compacted_through,
             compacted_through,
@@ -183,9 +187,9 @@ class RedisMemoryProgress:
         if status != b"ok":
             raise MemoryConflict(f"compaction commit refused: {status.decode()} ({value.decode()})")
 
-    async def mark_classified(self, key: ConversationKey, turn: int, *, erasures: int) -> None:
-        keys = [self._keys.erasures(key.tenant_id, key.user_id), self._keys.conversation_meta(key)]
-        if not await self._raise(keys=keys, args=[erasures, "classified_through", turn]):
+    async def mark_classified(self, key: ConversationKey, turn: int, *, erasure: str) -> None:
+        keys = [self._keys.erasure(key.tenant_id, key.user_id), self._keys.conversation_meta(key)]
+        if not await self._raise(keys=keys, args=[erasure, "classified_through", turn]):
             raise ErasedMeanwhile("classification mark refused: the user was erased meanwhile")
 
     async def touch(self, key: ConversationKey, at: float) -> None:
@@ -211,13 +215,13 @@ class RedisMemoryProgress:
         return bool(await self._redis.exists(self._keys.memory_job(tenant_id, user_id, job_id)))
 
     async def mark_job_done(
-        self, tenant_id: str, user_id: str, job_id: str, *, erasures: int
+        self, tenant_id: str, user_id: str, job_id: str, *, erasure: str
     ) -> None:
         keys = [
-            self._keys.erasures(tenant_id, user_id),
+            self._keys.erasure(tenant_id, user_id),
             self._keys.memory_job(tenant_id, user_id, job_id),
         ]
-        if not await self._mark_job(keys=keys, args=[erasures, self._job_ttl]):
+        if not await self._mark_job(keys=keys, args=[erasure, self._job_ttl]):
             raise ErasedMeanwhile("job marker refused: the user was erased meanwhile")
 
     async def forget_activity(self, key: ConversationKey) -> None:

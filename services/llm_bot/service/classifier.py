@@ -56,11 +56,11 @@ class MessageClassifier:
         self._clock = clock
 
     async def classify_through(
-        self, key: ConversationKey, turn: int | None = None, *, erasures: int
+        self, key: ConversationKey, turn: int | None = None, *, erasure: str
     ) -> int:
         """Classify user messages of turns after ``classified_through`` up to ``turn`` (the
         conversation's last turn when None); store the notable ones. Returns how many.
-        ``erasures``: the user's erasure counter as read before any read of their memory."""
+        ``erasure``: the user's erasure counter as read before any read of their memory."""
         progress = await self._progress.load(key)
         turn = progress.last_turn if turn is None else turn
         first = progress.classified_through + 1
@@ -71,10 +71,10 @@ class MessageClassifier:
             if classification.importance >= self._threshold:
                 events.append(self._notable(key, message, classification))
         if events:
-            await self._ltm.write(key.tenant_id, key.user_id, erasures=erasures, events=events)
+            await self._ltm.write(key.tenant_id, key.user_id, erasure=erasure, events=events)
             self._metrics.ltm_writes.labels("events").inc(len(events))
         if turn >= first:
-            await self._progress.mark_classified(key, turn, erasures=erasures)
+            await self._progress.mark_classified(key, turn, erasure=erasure)
         return len(events)
 
     async def _classify(self, message: ChatMessage, key: ConversationKey) -> Classification:

@@ -75,19 +75,19 @@ class Compactor:
         self,
         key: ConversationKey,
         *,
-        erasures: int,
+        erasure: str,
         token_pressure: bool,
         finalize: bool = False,
     ) -> tuple[int, ...]:
         """Compact what is due, in batches of at most ``MAX_TURNS_PER_BATCH`` turns (each
         its own summarizer request and commit); on ``finalize`` everything, then drop the
         working memory. Returns the turns folded (empty: nothing to do, a no-op).
-        ``erasures``: the user's erasure counter as read before any read of their memory;
+        ``erasure``: the user's erasure counter as read before any read of their memory;
         every write is refused (``ErasedMeanwhile``) if the user was erased since."""
         folded: list[int] = []
         for _ in range(MAX_BATCHES_PER_JOB):
             turns, done = await self._compact_batch(
-                key, erasures=erasures, token_pressure=token_pressure, finalize=finalize
+                key, erasure=erasure, token_pressure=token_pressure, finalize=finalize
             )
             folded.extend(turns)
             if done:
@@ -95,7 +95,7 @@ class Compactor:
         return tuple(folded)
 
     async def _compact_batch(
-        self, key: ConversationKey, *, erasures: int, token_pressure: bool, finalize: bool
+        self, key: ConversationKey, *, erasure: str, token_pressure: bool, finalize: bool
     ) -> tuple[tuple[int, ...], bool]:
         """One batch; returns its turns and whether nothing more is due."""
         before = await self._progress.load(key)
@@ -117,14 +117,14 @@ class Compactor:
                 raise MemoryConflict("another worker compacted this conversation meanwhile")
             latest = None if finishing else current.memory
             if folded is not None:
-                await self._write_long_term(key, turns, *folded, erasures=erasures)
+                await self._write_long_term(key, turns, *folded, erasure=erasure)
                 if latest is not None:
                     latest = apply_compaction(
                         latest, turns=turns, rolling_summary=folded[0].rolling_summary
                     )
             await self._progress.commit_compaction(
                 key,
-                erasures=erasures,
+                erasure=erasure,
                 lease_token=token,
                 expected_compacted_through=before.compacted_through,
                 compacted_through=turns[-1] if turns else before.compacted_through,
@@ -164,7 +164,7 @@ class Compactor:
         output: SummarizerOutput,
         messages: list[ChatMessage],
         *,
-        erasures: int,
+        erasure: str,
     ) -> None:
         """The episode, facts and profile of ``turns``, with provenance. Idempotent: the
         episode's id is keyed by the conversation and the first turn (every compaction
@@ -204,7 +204,7 @@ class Compactor:
         written = await self._ltm.write(
             key.tenant_id,
             key.user_id,
-            erasures=erasures,
+            erasure=erasure,
             profile=profile,
             facts=facts,
             episodes=[episode],

@@ -97,30 +97,23 @@ class MemoryJobHandler:
             return await self._run_locked(job, key)
 
     async def _run_locked(self, job: MemoryJobV1, key: ConversationKey) -> Outcome:
-        # Read before anything of the user's memory: every write below is refused if the
-        # user is erased (memory.forget) after this point.
-        erasures = await self._progress.erasures(key.tenant_id, key.user_id)
-        try:
-            return await self._work(job, key, erasures)
-        except ErasedMeanwhile as exc:
-            await self._progress.forget_activity(key)
-            log.info("memory_job.erased_meanwhile", detail=str(exc))
-            return Skipped("the user's memory was erased while this job ran")
-
-    async def _work(self, job: MemoryJobV1, key: ConversationKey, erasures: int) -> Outcome:
+        # Read before anything of the user's memory: every write below is refused
+        # (ErasedMeanwhile, retried) if the user is erased after this point.
+        erasure = await self._progress.erasure(key.tenant_id, key.user_id)
         if not await self._progress.exists(key):
-            # Erased (or expired) before this job started: nothing to read, nothing to mark.
+            # Erased (or expired): nothing to read, nothing to write, nothing to sweep.
+            await self._progress.forget_activity(key)
             return Skipped("the conversation has no memory (erased or expired)")
         if job.kind == "turn":
             await self._progress.touch(key, self._clock().timestamp())
-            if await self._progress.erasures(key.tenant_id, key.user_id) != erasures:
-                raise ErasedMeanwhile("erased while the conversation was marked active")
+            if await self._progress.erasure(key.tenant_id, key.user_id) != erasure:
+                raise ErasedMeanwhile("the user was erased while the job started")
         stored = await self._classifier.classify_through(
-            key, job.turn if job.kind == "turn" else None, erasures=erasures
+            key, job.turn if job.kind == "turn" else None, erasure=erasure
         )
         pressure = job.prompt_tokens is not None and job.prompt_tokens > self._threshold
         folded = await self._compactor.compact(
-            key, erasures=erasures, token_pressure=pressure, finalize=job.kind == "finalize"
+            key, erasure=erasure, token_pressure=pressure, finalize=job.kind == "finalize"
         )
-        await self._progress.mark_job_done(job.tenant_id, job.user_id, job.id, erasures=erasures)
+        await self._progress.mark_job_done(job.tenant_id, job.user_id, job.id, erasure=erasure)
         return Recorded(f"{job.kind}: {stored} notable events, turns {list(folded)} compacted")
