@@ -65,9 +65,8 @@ class RedisKeys:
         return f"{self.user_scope(tenant_id, user_id)}:job:{_checked(job_id, 'job_id')}"
 
     def erasure(self, tenant_id: str, user_id: str) -> str:
-        """The user's erasure mark (``memory.forget``, either scope): ``erasing:<id>`` while
-        an erasure deletes, ``erased:<id>`` after, kept for ``ERASURE_GUARD_SECONDS``. A
-        memory job reads it first; every write it makes is refused if the mark changed."""
+        """The user's erasure mark (a hash: generation and erasures in progress; see
+        ``redis_erasure.py``), the one key an erasure leaves, for a day."""
         return f"{self.user_scope(tenant_id, user_id)}:erasure"
 
     def activity(self) -> str:

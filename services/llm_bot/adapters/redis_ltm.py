@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from redis.asyncio.client import Pipeline
 from redis.exceptions import RedisError, WatchError
 
+from llm_bot.adapters.redis_erasure import NO_ERASURE
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.errors import ErasedMeanwhile, MemoryUnavailable
 from llm_bot.memory.long_term import (
@@ -127,11 +128,12 @@ class RedisLongTermStore:
         self, tenant_id: str, user_id: str, erasure: str, queue: Callable[[Pipeline], None]
     ) -> None:
         """Run ``queue``'s commands in one MULTI/EXEC that WATCHes the user's erasure mark:
-        nothing is written if it is not ``erasure`` or changes before EXEC."""
+        nothing is written if its generation is not ``erasure`` or the mark changes
+        before EXEC."""
         name = self._keys.erasure(tenant_id, user_id)
         async with self._redis.pipeline(transaction=True) as pipe:
             await pipe.watch(name)
-            if await self._mark(pipe, name) != erasure:
+            if await self._generation(pipe, name) != erasure:
                 raise ErasedMeanwhile("long-term write refused: the user was erased meanwhile")
             pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
             queue(pipe)
@@ -139,16 +141,16 @@ class RedisLongTermStore:
                 await pipe.execute()
             except WatchError as exc:
                 # redis-py raises WatchError for a lost connection while watching too.
-                if await self._mark(self._redis, name) != erasure:
+                if await self._generation(self._redis, name) != erasure:
                     raise ErasedMeanwhile(
                         "long-term write refused: the user was erased meanwhile"
                     ) from exc
                 raise MemoryUnavailable("redis transaction aborted; retrying") from exc
 
     @staticmethod
-    async def _mark(client: aioredis.Redis | Pipeline, name: str) -> str:
-        raw = await client.get(name)
-        return raw.decode() if isinstance(raw, bytes) else ""
+    async def _generation(client: aioredis.Redis | Pipeline, name: str) -> str:
+        raw = await client.hget(name, "gen")
+        return raw.decode() if isinstance(raw, bytes) else NO_ERASURE
 
     async def _items(
         self, tenant_id: str, user_id: str, kind: str, model: type[Item]

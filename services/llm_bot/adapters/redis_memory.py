@@ -10,14 +10,16 @@ version (optimistic concurrency: no lost updates) before writing anything.
 
 from __future__ import annotations
 
-import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any, cast
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from llm_bot.adapters.redis_erasure import ErasureMarks, generation, mark_changed
 from llm_bot.adapters.redis_keys import RedisKeys
-from llm_bot.errors import MemoryConflict, MemoryUnavailable
+from llm_bot.errors import ErasedMeanwhile, MemoryConflict, MemoryUnavailable
 from llm_bot.memory.long_term import LongTermBundle
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.working import (
@@ -30,34 +32,36 @@ from llm_bot.memory.working import (
 
 MAX_SEQ_PER_TURN = 1000
 
-ERASURE_GUARD_SECONDS = 86_400
-"""How long a user's erasure mark outlives an erasure: far longer than any memory job
-(model timeout x attempts), far shorter than anything that would keep the user around."""
-
-_COMMIT = """
+# KEYS: wm, meta, trace, processed record, lease, erasure mark. ARGV: expected version,
+# turn, wm json, wm ttl, processed json, dedupe ttl, trace ttl, lease token, erasure
+# generation, then (score, message json) pairs of the raw trace.
+_COMMIT = f"""
+if {mark_changed(6, 9)} then
+  return {{'erased', '0'}}
+end
 if ARGV[8] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[8] then
-  return {'fenced', '0'}
+  return {{'fenced', '0'}}
 end
 if ARGV[5] ~= '' and redis.call('EXISTS', KEYS[4]) == 1 then
-  return {'duplicate', '0'}
+  return {{'duplicate', '0'}}
 end
 local version = tonumber(redis.call('HGET', KEYS[2], 'version') or '0')
 if version ~= tonumber(ARGV[1]) then
-  return {'conflict', tostring(version)}
+  return {{'conflict', tostring(version)}}
 end
 redis.call('HSET', KEYS[2], 'turn', ARGV[2], 'version', version + 1)
 redis.call('EXPIRE', KEYS[2], ARGV[7])
 redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[4])
-for i = 9, #ARGV, 2 do
+for i = 10, #ARGV, 2 do
   redis.call('ZADD', KEYS[3], ARGV[i], ARGV[i + 1])
 end
-if #ARGV >= 9 then
+if #ARGV >= 10 then
   redis.call('EXPIRE', KEYS[3], ARGV[7])
 end
 if ARGV[5] ~= '' then
   redis.call('SET', KEYS[4], ARGV[5], 'EX', ARGV[6])
 end
-return {'ok', tostring(version + 1)}
+return {{'ok', tostring(version + 1)}}
 """
 
 
@@ -84,6 +88,7 @@ class RedisMemoryStore:
         self._trace_ttl = trace_retention_seconds
         self._dedupe_ttl = dedupe_ttl_seconds
         self._commit = client.register_script(_COMMIT)
+        self._marks = ErasureMarks(client=client, keys=keys)
 
     async def load(self, key: ConversationKey, event_id: str) -> Recalled:
         """Working memory, last turn, version, the event's processed record and the user's
@@ -94,9 +99,12 @@ class RedisMemoryStore:
                 pipe.hmget(self._keys.conversation_meta(key), ["turn", "version"])
                 pipe.get(self._keys.processed_event(key, event_id))
                 pipe.get(self._keys.long_term(key.tenant_id, key.user_id, "bundle"))
-                raw_memory, (turn, version), raw_processed, raw_bundle = await pipe.execute()
+                pipe.hgetall(self._keys.erasure(key.tenant_id, key.user_id))
+                loaded = await pipe.execute()
         except RedisError as exc:
             raise MemoryUnavailable(f"redis load failed: {type(exc).__name__}") from exc
+        raw_memory, (turn, version), raw_processed, raw_bundle, mark = loaded
+        erasure = generation(mark)  # raises ErasedMeanwhile (retried) during an erasure
         memory = WorkingMemory.model_validate_json(raw_memory) if raw_memory else WorkingMemory()
         processed = ProcessedEvent.model_validate_json(raw_processed) if raw_processed else None
         return Recalled(
@@ -107,6 +115,7 @@ class RedisMemoryStore:
             bundle=(
                 LongTermBundle.model_validate_json(raw_bundle) if raw_bundle else LongTermBundle()
             ),
+            erasure=erasure,
         )
 
     async def commit(self, commit: MemoryCommit) -> int:
@@ -126,6 +135,7 @@ class RedisMemoryStore:
             self._dedupe_ttl,
             self._trace_ttl,
             commit.lease_token or "",
+            commit.erasure,
         ]
         for message in commit.trace:
             args.extend((trace_score(message), message.model_dump_json()))
@@ -135,6 +145,7 @@ class RedisMemoryStore:
             self._keys.raw_trace(key),
             self._keys.processed_event(key, event_id) if event_id else self._keys.raw_trace(key),
             self._keys.lease(key),
+            self._keys.erasure(key.tenant_id, key.user_id),
         ]
         try:
             status, value = cast("list[bytes]", await self._commit(keys=keys, args=args))
@@ -142,6 +153,8 @@ class RedisMemoryStore:
             raise MemoryUnavailable(f"redis commit failed: {type(exc).__name__}") from exc
         if status == b"ok":
             return int(value)
+        if status == b"erased":
+            raise ErasedMeanwhile("memory commit refused: the user was erased meanwhile")
         raise MemoryConflict(f"memory commit refused: {status.decode()} (version {value.decode()})")
 
     async def raw_trace(self, key: ConversationKey) -> list[ChatMessage]:
@@ -155,51 +168,49 @@ class RedisMemoryStore:
 
     async def forget_conversation(self, key: ConversationKey) -> int:
         """Delete one conversation's working memory, meta and raw trace."""
-        erasure = await self._mark_erasure(key.tenant_id, key.user_id, "erasing")
-        member = f"{key.tenant_id}|{key.user_id}|{key.conversation_id}"
-        await self._redis.zrem(self._keys.activity(), member)
-        deleted = int(await self._redis.unlink(*self._keys.conversation_keys(key)))
-        await self._mark_erasure(key.tenant_id, key.user_id, "erased", erasure)
-        return deleted
-
-    async def _mark_erasure(
-        self, tenant_id: str, user_id: str, state: str, erasure: str | None = None
-    ) -> str:
-        """Set the user's erasure mark to ``erasing:<id>`` before deleting anything and to
-        ``erased:<id>`` once done (a value never used before, so a memory job that read
-        any earlier mark has its writes refused, and one reading ``erasing`` waits)."""
-        erasure = erasure or uuid.uuid4().hex
-        await self._redis.set(
-            self._keys.erasure(tenant_id, user_id), f"{state}:{erasure}", ex=ERASURE_GUARD_SECONDS
-        )
-        return erasure
+        async with self._erasing(key.tenant_id, key.user_id):
+            member = f"{key.tenant_id}|{key.user_id}|{key.conversation_id}"
+            await self._redis.zrem(self._keys.activity(), member)
+            return int(await self._redis.unlink(*self._keys.conversation_keys(key)))
 
     async def forget_user(self, tenant_id: str, user_id: str) -> int:
         """Delete every key of one user in one tenant, and nothing else; only the erasure
-        mark stays, for ``ERASURE_GUARD_SECONDS``. If a delete fails the mark stays
-        ``erasing`` (memory jobs of the user wait) until the retried erasure completes."""
-        erasure = await self._mark_erasure(tenant_id, user_id, "erasing")
-        guard = self._keys.erasure(tenant_id, user_id).encode()
-        deleted = 0
-        batch: list[bytes] = []
-        async for name in self._redis.scan_iter(
-            match=self._keys.user_pattern(tenant_id, user_id), count=500
-        ):
-            if name == guard:
-                continue
-            batch.append(name)
-            if len(batch) >= 500:
+        mark stays, for ``ERASURE_GUARD_SECONDS``."""
+        async with self._erasing(tenant_id, user_id):
+            mark = self._keys.erasure(tenant_id, user_id).encode()
+            deleted = 0
+            batch: list[bytes] = []
+            async for name in self._redis.scan_iter(
+                match=self._keys.user_pattern(tenant_id, user_id), count=500
+            ):
+                if name == mark:
+                    continue
+                batch.append(name)
+                if len(batch) >= 500:
+                    deleted += int(await self._redis.unlink(*batch))
+                    batch.clear()
+            if batch:
                 deleted += int(await self._redis.unlink(*batch))
-                batch.clear()
-        if batch:
-            deleted += int(await self._redis.unlink(*batch))
-        members = [
-            member
-            async for member, _ in self._redis.zscan_iter(
-                self._keys.activity(), match=f"{tenant_id}|{user_id}|*"
-            )
-        ]
-        if members:
-            await self._redis.zrem(self._keys.activity(), *members)
-        await self._mark_erasure(tenant_id, user_id, "erased", erasure)
-        return deleted
+            members = [
+                member
+                async for member, _ in self._redis.zscan_iter(
+                    self._keys.activity(), match=f"{tenant_id}|{user_id}|*"
+                )
+            ]
+            if members:
+                await self._redis.zrem(self._keys.activity(), *members)
+            return deleted
+
+    @asynccontextmanager
+    async def _erasing(self, tenant_id: str, user_id: str) -> AsyncIterator[None]:
+        """The erasure marked active around the deletes (readers back off, writers that
+        read earlier are refused) and ended even if a delete fails; Redis failures are
+        ``MemoryUnavailable``, so the ``memory.forget`` is retried."""
+        try:
+            erasure = await self._marks.begin(tenant_id, user_id)
+            try:
+                yield
+            finally:
+                await self._marks.end(tenant_id, user_id, erasure)
+        except RedisError as exc:
+            raise MemoryUnavailable(f"redis erasure failed: {type(exc).__name__}") from exc

@@ -10,26 +10,27 @@ from typing import cast
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from llm_bot.adapters.redis_erasure import generation, mark_changed
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.adapters.redis_memory import MAX_SEQ_PER_TURN
 from llm_bot.errors import ErasedMeanwhile, MemoryConflict, MemoryUnavailable
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.working import ConversationKey, WorkingMemory
 
-# Every worker write checks the user's erasure mark against the value the job read first
-# (ARGV[1] of each script, '' for none): an erasure since then refuses the write.
+# Every worker write checks the user's erasure generation against the one the job read
+# first (KEYS[1] the mark, ARGV[1] the generation; see redis_erasure.py).
 # KEYS: erasure, wm, meta, lease. ARGV: erasure, token, expected compacted_through, new
 # compacted_through, wm json ('' = delete the working memory).
-_COMMIT_COMPACTION = """
-if (redis.call('GET', KEYS[1]) or '') ~= ARGV[1] then
-  return {'erased', '0'}
+_COMMIT_COMPACTION = f"""
+if {mark_changed()} then
+  return {{'erased', '0'}}
 end
 if redis.call('GET', KEYS[4]) ~= ARGV[2] then
-  return {'fenced', '0'}
+  return {{'fenced', '0'}}
 end
 local done = tonumber(redis.call('HGET', KEYS[3], 'compacted_through') or '0')
 if done ~= tonumber(ARGV[3]) then
-  return {'conflict', tostring(done)}
+  return {{'conflict', tostring(done)}}
 end
 local version = tonumber(redis.call('HGET', KEYS[3], 'version') or '0') + 1
 redis.call('HSET', KEYS[3], 'compacted_through', ARGV[4], 'version', version)
@@ -38,11 +39,11 @@ if ARGV[5] == '' then
 elseif redis.call('EXISTS', KEYS[2]) == 1 then
   redis.call('SET', KEYS[2], ARGV[5], 'KEEPTTL')
 end
-return {'ok', tostring(version)}
+return {{'ok', tostring(version)}}
 """
 # KEYS: erasure, meta. ARGV: erasure, field, value.
-_RAISE_MARK = """
-if (redis.call('GET', KEYS[1]) or '') ~= ARGV[1] then
+_RAISE_MARK = f"""
+if {mark_changed()} then
   return 0
 end
 local current = tonumber(redis.call('HGET', KEYS[2], ARGV[2]) or '0')
@@ -52,8 +53,8 @@ end
 return 1
 """
 # KEYS: erasure, job marker. ARGV: erasure, ttl seconds.
-_MARK_JOB = """
-if (redis.call('GET', KEYS[1]) or '') ~= ARGV[1] then
+_MARK_JOB = f"""
+if {mark_changed()} then
   return 0
 end
 redis.call('SET', KEYS[2], '1', 'EX', ARGV[2])
@@ -98,17 +99,14 @@ class RedisMemoryProgress:
         self._clear = client.register_script(_CLEAR_IF_UNCHANGED)
 
     async def erasure(self, tenant_id: str, user_id: str) -> str:
-        """The user's erasure mark ('' for none): read it before reading their memory and
-        pass it to every write, which is refused if the mark changed in between. Raises
-        ``ErasedMeanwhile`` (retryable) while an erasure of the user is deleting."""
+        """The user's erasure generation: read it before reading their memory and pass it
+        to every write, which is refused if it changed in between. Raises the retryable
+        ``ErasedMeanwhile`` while an erasure of the user is in progress."""
         try:
-            raw = await self._redis.get(self._keys.erasure(tenant_id, user_id))
+            mark = await self._redis.hgetall(self._keys.erasure(tenant_id, user_id))
         except RedisError as exc:
             raise MemoryUnavailable(f"redis read failed: {type(exc).__name__}") from exc
-        mark = raw.decode() if isinstance(raw, bytes) else ""
-        if mark.startswith("erasing:"):
-            raise ErasedMeanwhile("the user's memory is being erased")
-        return mark
+        return generation(mark)
 
     async def exists(self, key: ConversationKey) -> bool:
         """Whether the conversation has memory (its meta) at all."""
@@ -189,7 +187,11 @@ class RedisMemoryProgress:
 
     async def mark_classified(self, key: ConversationKey, turn: int, *, erasure: str) -> None:
         keys = [self._keys.erasure(key.tenant_id, key.user_id), self._keys.conversation_meta(key)]
-        if not await self._raise(keys=keys, args=[erasure, "classified_through", turn]):
+        try:
+            marked = await self._raise(keys=keys, args=[erasure, "classified_through", turn])
+        except RedisError as exc:
+            raise MemoryUnavailable(f"redis write failed: {type(exc).__name__}") from exc
+        if not marked:
             raise ErasedMeanwhile("classification mark refused: the user was erased meanwhile")
 
     async def touch(self, key: ConversationKey, at: float) -> None:
@@ -221,9 +223,16 @@ class RedisMemoryProgress:
             self._keys.erasure(tenant_id, user_id),
             self._keys.memory_job(tenant_id, user_id, job_id),
         ]
-        if not await self._mark_job(keys=keys, args=[erasure, self._job_ttl]):
+        try:
+            marked = await self._mark_job(keys=keys, args=[erasure, self._job_ttl])
+        except RedisError as exc:
+            raise MemoryUnavailable(f"redis write failed: {type(exc).__name__}") from exc
+        if not marked:
             raise ErasedMeanwhile("job marker refused: the user was erased meanwhile")
 
     async def forget_activity(self, key: ConversationKey) -> None:
-        """Take the conversation out of the idle sweep (after an erasure it raced)."""
-        await self._redis.zrem(self._keys.activity(), activity_member(key))
+        """Take the conversation out of the idle sweep (it has no memory left)."""
+        try:
+            await self._redis.zrem(self._keys.activity(), activity_member(key))
+        except RedisError as exc:
+            raise MemoryUnavailable(f"redis write failed: {type(exc).__name__}") from exc

@@ -217,6 +217,7 @@ async def remember(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
             trace=tuple(state["turn_messages"]),
             processed=processed,
             lease_token=state.get("lease_token"),
+            erasure=recalled.erasure,
         )
     )
     log.info(

@@ -54,6 +54,8 @@ class Recalled:
     version: int
     processed: ProcessedEvent | None
     bundle: LongTermBundle = field(default_factory=LongTermBundle)
+    erasure: str = ""
+    """The user's erasure generation as read (see ``adapters/redis_erasure.py``)."""
 
 
 @dataclass(frozen=True)
@@ -71,3 +73,5 @@ class MemoryCommit:
     trace: tuple[ChatMessage, ...]
     processed: ProcessedEvent | None
     lease_token: str | None = None
+    erasure: str = ""
+    """The erasure generation ``recall`` read: the commit is refused if it changed."""
