@@ -24,6 +24,16 @@ def _checked(value: str, what: str) -> str:
     return value
 
 
+def activity_member(key: ConversationKey) -> str:
+    """A conversation's member in the activity set (``RedisKeys.activity``)."""
+    return f"{key.tenant_id}|{key.user_id}|{key.conversation_id}"
+
+
+def parse_activity_member(member: str) -> ConversationKey:
+    tenant_id, user_id, conversation_id = member.split("|", 2)
+    return ConversationKey(tenant_id, user_id, conversation_id)
+
+
 @dataclass(frozen=True)
 class RedisKeys:
     """Key builder; ``prefix`` lets tests and multiple deployments share one Redis."""

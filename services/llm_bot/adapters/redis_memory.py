@@ -18,7 +18,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from llm_bot.adapters.redis_erasure import ErasureMarks, generation, mark_changed
-from llm_bot.adapters.redis_keys import RedisKeys
+from llm_bot.adapters.redis_keys import RedisKeys, activity_member
 from llm_bot.errors import ErasedMeanwhile, MemoryConflict, MemoryUnavailable
 from llm_bot.memory.long_term import LongTermBundle
 from llm_bot.memory.messages import ChatMessage
@@ -169,8 +169,7 @@ class RedisMemoryStore:
     async def forget_conversation(self, key: ConversationKey) -> int:
         """Delete one conversation's working memory, meta and raw trace."""
         async with self._erasing(key.tenant_id, key.user_id):
-            member = f"{key.tenant_id}|{key.user_id}|{key.conversation_id}"
-            await self._redis.zrem(self._keys.activity(), member)
+            await self._redis.zrem(self._keys.activity(), activity_member(key))
             return int(await self._redis.unlink(*self._keys.conversation_keys(key)))
 
     async def forget_user(self, tenant_id: str, user_id: str) -> int:

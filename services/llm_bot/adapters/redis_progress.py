@@ -11,7 +11,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from llm_bot.adapters.redis_erasure import generation, mark_changed
-from llm_bot.adapters.redis_keys import RedisKeys
+from llm_bot.adapters.redis_keys import RedisKeys, activity_member, parse_activity_member
 from llm_bot.adapters.redis_memory import MAX_SEQ_PER_TURN
 from llm_bot.errors import ErasedMeanwhile, MemoryConflict, MemoryUnavailable
 from llm_bot.memory.messages import ChatMessage
@@ -75,15 +75,6 @@ class ConversationProgress:
     last_turn: int
     compacted_through: int
     classified_through: int
-
-
-def activity_member(key: ConversationKey) -> str:
-    return f"{key.tenant_id}|{key.user_id}|{key.conversation_id}"
-
-
-def parse_activity_member(member: str) -> ConversationKey:
-    tenant_id, user_id, conversation_id = member.split("|", 2)
-    return ConversationKey(tenant_id, user_id, conversation_id)
 
 
 class RedisMemoryProgress:

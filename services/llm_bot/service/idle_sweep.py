@@ -12,7 +12,8 @@ from datetime import UTC, datetime
 import structlog
 from redis.exceptions import RedisError
 
-from llm_bot.adapters.redis_progress import RedisMemoryProgress, activity_member
+from llm_bot.adapters.redis_keys import activity_member
+from llm_bot.adapters.redis_progress import RedisMemoryProgress
 from llm_bot.contract import MemoryJobV1
 from llm_bot.errors import LlmBotError
 
