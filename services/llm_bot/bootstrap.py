@@ -16,6 +16,7 @@ from opentelemetry.trace import Tracer
 from prometheus_client import CollectorRegistry
 
 from llm_bot import __version__
+from llm_bot.adapters.openai_embedder import OpenAIEmbedder
 from llm_bot.adapters.openai_model import OpenAIChatModel
 from llm_bot.adapters.rabbit_topology import Topology
 from llm_bot.adapters.redis_keys import RedisKeys
@@ -23,6 +24,7 @@ from llm_bot.adapters.redis_lease import RedisConversationLease
 from llm_bot.adapters.redis_ltm import RedisLongTermStore
 from llm_bot.adapters.redis_memory import RedisMemoryStore
 from llm_bot.adapters.redis_progress import RedisMemoryProgress
+from llm_bot.adapters.redis_recall_index import RedisRecallIndex
 from llm_bot.config import ConfigurationError, Settings
 from llm_bot.entrypoints.consumer import EventConsumer
 from llm_bot.graph.builder import build_graph
@@ -30,11 +32,14 @@ from llm_bot.graph.state import GraphContext
 from llm_bot.memory.retention import RetentionPolicy
 from llm_bot.memory.tokens import default_token_counter
 from llm_bot.memory.window import WindowBounds
+from llm_bot.ports import Embedder, RecallIndex
 from llm_bot.service.classifier import MessageClassifier
 from llm_bot.service.compactor import Compactor
 from llm_bot.service.erasure import Eraser
 from llm_bot.service.handler import DeliveryHandler, EventHandler
+from llm_bot.service.indexer import Indexer
 from llm_bot.service.memory_jobs import MemoryJobHandler
+from llm_bot.service.retriever import RetrievalSettings, Retriever
 from llm_bot.service.retry import RetryPolicy
 from llm_bot.telemetry.metrics import Metrics
 from llm_bot.telemetry.tracing import TRACER_NAME, build_tracer_provider
@@ -131,6 +136,42 @@ def conversation_lease(settings: Settings, client: aioredis.Redis) -> RedisConve
     )
 
 
+def embedder(settings: Settings) -> Embedder | None:
+    """The configured embedding model (``LLM_BOT_EMBEDDINGS``); None when retrieval is off."""
+    if settings.embeddings == "off":
+        return None
+    if settings.embeddings == "openai":
+        endpoint = settings.model_copy(
+            update={"openai_base_url": settings.embedding_base_url or settings.openai_base_url}
+        )
+        return OpenAIEmbedder(
+            client=model_client(endpoint),
+            model=settings.embedding_model or DEFAULT_OPENAI_EMBEDDING_MODEL,
+            dimensions=settings.embedding_dimensions,
+        )
+    from llm_bot.adapters.local_embedder import local_embedder  # noqa: PLC0415  # heavy import
+
+    return local_embedder(settings.embedding_model)
+
+
+DEFAULT_OPENAI_EMBEDDING_MODEL = "text-embedding-3-small"
+
+
+def recall_index(settings: Settings, client: aioredis.Redis) -> RecallIndex:
+    """The retrieval index: Qdrant when ``QDRANT_URL`` is set, else Redis."""
+    if settings.qdrant_url:
+        from llm_bot.adapters.qdrant_recall_index import qdrant_recall_index  # noqa: PLC0415
+
+        return qdrant_recall_index(settings, client)
+    return RedisRecallIndex(
+        client=client,
+        keys=RedisKeys(prefix=settings.redis_key_prefix),
+        ttl_seconds=max(settings.ltm_retention_days, settings.raw_trace_retention_days)
+        * DAY_SECONDS,
+        cache_entries=settings.retrieval_cache_entries,
+    )
+
+
 @dataclass
 class Foundation:
     """What the consumer and the worker share: telemetry, the model, Redis."""
@@ -142,9 +183,13 @@ class Foundation:
     model_client: AsyncOpenAI
     model: OpenAIChatModel
     redis: aioredis.Redis
+    embedder: Embedder | None
+    index: RecallIndex
 
     async def close(self) -> None:
         await self.model_client.close()
+        if self.embedder is not None:
+            await self.embedder.aclose()
         await self.redis.aclose()
         self.tracer_provider.force_flush()
 
@@ -179,6 +224,7 @@ def build_foundation(
         tracer=tracer,
         metrics=metrics,
     )
+    redis = redis_client(settings)
     return Foundation(
         settings=settings,
         tracer_provider=provider,
@@ -186,7 +232,9 @@ def build_foundation(
         metrics=metrics,
         model_client=client,
         model=model,
-        redis=redis_client(settings),
+        redis=redis,
+        embedder=embedder(settings),
+        index=recall_index(settings, redis),
     )
 
 
@@ -220,6 +268,23 @@ class Service(_Running):
     consumer: EventConsumer
 
 
+def retriever(base: Foundation) -> Retriever | None:
+    if base.embedder is None:
+        return None
+    settings = base.settings
+    return Retriever(
+        embedder=base.embedder,
+        index=base.index,
+        settings=RetrievalSettings(
+            min_score=settings.retrieval_min_score,
+            topic_similarity=settings.topic_similarity,
+            max_items=settings.retrieval_max_items,
+        ),
+        metrics=base.metrics,
+        tracer=base.tracer,
+    )
+
+
 def build_service(
     settings: Settings,
     *,
@@ -240,12 +305,13 @@ def build_service(
         metrics=base.metrics,
         budget=settings.context_budget(),
         counter=default_token_counter(),
+        retriever=retriever(base),
     )
     handler = EventHandler(
         graph=build_graph(),
         context=context,
         lease=conversation_lease(settings, base.redis),
-        eraser=Eraser(store=store),
+        eraser=Eraser(store=store, index=base.index),
         retry=retry_policy(settings),
         max_body_bytes=settings.max_body_bytes,
         log_content=settings.log_content,
@@ -296,6 +362,18 @@ def build_worker(
             model=base.model,
             metrics=base.metrics,
             clock=utc_now,
+        ),
+        indexer=(
+            Indexer(
+                progress=progress,
+                ltm=ltm,
+                index=base.index,
+                embedder=base.embedder,
+                metrics=base.metrics,
+                clock=utc_now,
+            )
+            if base.embedder is not None
+            else None
         ),
         retry=retry_policy(settings),
         compaction_threshold_tokens=int(

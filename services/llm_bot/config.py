@@ -99,6 +99,31 @@ class Settings(BaseSettings):
     ltm_max_items: int = Field(1000, ge=1, validation_alias=_env("LLM_BOT_LTM_MAX_ITEMS"))
     ltm_retention_days: int = Field(365, ge=1, validation_alias=_env("LLM_BOT_LTM_RETENTION_DAYS"))
 
+    embeddings: Literal["local", "openai", "off"] = Field(
+        "local", validation_alias=_env("LLM_BOT_EMBEDDINGS")
+    )
+    embedding_model: str | None = Field(None, validation_alias=_env("LLM_BOT_EMBEDDING_MODEL"))
+    embedding_dimensions: int | None = Field(
+        None, ge=8, validation_alias=_env("LLM_BOT_EMBEDDING_DIMENSIONS")
+    )
+    embedding_base_url: str | None = Field(
+        None, validation_alias=_env("LLM_BOT_EMBEDDING_BASE_URL")
+    )
+    retrieval_min_score: float = Field(
+        0.45, ge=-1.0, le=1.0, validation_alias=_env("LLM_BOT_RETRIEVAL_MIN_SCORE")
+    )
+    topic_similarity: float = Field(
+        0.85, ge=0.0, le=1.0, validation_alias=_env("LLM_BOT_TOPIC_SIMILARITY")
+    )
+    retrieval_max_items: int = Field(
+        100, ge=1, le=1000, validation_alias=_env("LLM_BOT_RETRIEVAL_MAX_ITEMS")
+    )
+    retrieval_cache_entries: int = Field(
+        200_000, ge=0, validation_alias=_env("LLM_BOT_RETRIEVAL_CACHE_ENTRIES")
+    )
+    qdrant_url: str | None = Field(None, validation_alias=_env("QDRANT_URL"))
+    qdrant_api_key: SecretStr | None = Field(None, validation_alias=_env("QDRANT_API_KEY"))
+
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         "info", validation_alias=_env("LLM_BOT_LOG_LEVEL")
     )
@@ -138,12 +163,12 @@ class Settings(BaseSettings):
         "llm-bot.internal.llmbot.v1.dlq", min_length=1, validation_alias=_env("LLM_BOT_DLQ")
     )
 
-    @field_validator("log_level", "log_format", "api", mode="before")
+    @field_validator("log_level", "log_format", "api", "embeddings", mode="before")
     @classmethod
     def _lower(cls, value: object) -> object:
         return value.lower() if isinstance(value, str) else value
 
-    @field_validator("openai_base_url", mode="before")
+    @field_validator("openai_base_url", "embedding_base_url", "qdrant_url", mode="before")
     @classmethod
     def _blank_is_none(cls, value: object) -> object:
         return None if value == "" else value

@@ -53,6 +53,19 @@ class ModelTimeout(RetryableError):
     code = "timeout"
 
 
+class EmbeddingUnavailable(RetryableError):
+    """The embedding model failed (an endpoint's 429/5xx/timeout, or a local model error)."""
+
+    code = "model_error"
+
+
+class IndexModelMismatch(PermanentError):
+    """The user's retrieval index holds vectors of another embedding model (the model was
+    changed): ``llm-bot memory reindex`` rebuilds it."""
+
+    code = "internal"
+
+
 class MemoryUnavailable(RetryableError):
     """Redis could not be reached or failed."""
 

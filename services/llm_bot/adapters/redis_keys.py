@@ -70,6 +70,14 @@ class RedisKeys:
             raise ValueError(f"unknown long-term kind {kind!r}")
         return f"{self.user_scope(tenant_id, user_id)}:ltm:{kind}"
 
+    def recall_index(self, tenant_id: str, user_id: str, part: str) -> str:
+        """The user's retrieval index: ``meta`` (hash: epoch, seq, model), ``doc`` (hash:
+        entry id -> JSON), ``vec`` (hash: entry id -> float16 embedding), ``seq`` (sorted
+        set: entry id by the write sequence that last changed it)."""
+        if part not in ("meta", "doc", "vec", "seq"):
+            raise ValueError(f"unknown index part {part!r}")
+        return f"{self.user_scope(tenant_id, user_id)}:idx:{part}"
+
     def memory_job(self, tenant_id: str, user_id: str, job_id: str) -> str:
         """Marker of a memory job already done (idempotency of the worker)."""
         return f"{self.user_scope(tenant_id, user_id)}:job:{_checked(job_id, 'job_id')}"

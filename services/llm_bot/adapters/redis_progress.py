@@ -75,6 +75,7 @@ class ConversationProgress:
     last_turn: int
     compacted_through: int
     classified_through: int
+    indexed_through: int = 0
 
 
 class RedisMemoryProgress:
@@ -112,9 +113,9 @@ class RedisMemoryProgress:
                 pipe.get(self._keys.working_memory(key))
                 pipe.hmget(
                     self._keys.conversation_meta(key),
-                    ["turn", "compacted_through", "classified_through"],
+                    ["turn", "compacted_through", "classified_through", "indexed_through"],
                 )
-                raw, (turn, compacted, classified) = await pipe.execute()
+                raw, (turn, compacted, classified, indexed) = await pipe.execute()
         except RedisError as exc:
             raise MemoryUnavailable(f"redis load failed: {type(exc).__name__}") from exc
         return ConversationProgress(
@@ -122,6 +123,7 @@ class RedisMemoryProgress:
             last_turn=int(turn or 0),
             compacted_through=int(compacted or 0),
             classified_through=int(classified or 0),
+            indexed_through=int(indexed or 0),
         )
 
     async def trace_turns(self, key: ConversationKey, first: int, last: int) -> list[ChatMessage]:
@@ -177,13 +179,38 @@ class RedisMemoryProgress:
             raise MemoryConflict(f"compaction commit refused: {status.decode()} ({value.decode()})")
 
     async def mark_classified(self, key: ConversationKey, turn: int, *, erasure: str) -> None:
+        await self._raise_mark(key, "classified_through", turn, erasure=erasure)
+
+    async def mark_indexed(self, key: ConversationKey, turn: int, *, erasure: str) -> None:
+        await self._raise_mark(key, "indexed_through", turn, erasure=erasure)
+
+    async def reset_indexed(self, key: ConversationKey) -> None:
+        """Index the conversation again from its first turn (``llm-bot memory reindex``)."""
+        try:
+            await self._redis.hdel(self._keys.conversation_meta(key), "indexed_through")
+        except RedisError as exc:
+            raise MemoryUnavailable(f"redis write failed: {type(exc).__name__}") from exc
+
+    async def trace_exists(self, keys: list[ConversationKey]) -> list[bool]:
+        """Whether each conversation still has its raw trace."""
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    pipe.exists(self._keys.raw_trace(key))
+                return [bool(found) for found in await pipe.execute()]
+        except RedisError as exc:
+            raise MemoryUnavailable(f"redis read failed: {type(exc).__name__}") from exc
+
+    async def _raise_mark(
+        self, key: ConversationKey, field: str, turn: int, *, erasure: str
+    ) -> None:
         keys = [self._keys.erasure(key.tenant_id, key.user_id), self._keys.conversation_meta(key)]
         try:
-            marked = await self._raise(keys=keys, args=[erasure, "classified_through", turn])
+            marked = await self._raise(keys=keys, args=[erasure, field, turn])
         except RedisError as exc:
             raise MemoryUnavailable(f"redis write failed: {type(exc).__name__}") from exc
         if not marked:
-            raise ErasedMeanwhile("classification mark refused: the user was erased meanwhile")
+            raise ErasedMeanwhile(f"{field} mark refused: the user was erased meanwhile")
 
     async def touch(self, key: ConversationKey, at: float) -> None:
         await self._redis.zadd(self._keys.activity(), {activity_member(key): at}, gt=True)

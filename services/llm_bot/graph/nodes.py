@@ -83,12 +83,22 @@ def _turn_message(event: ChatEvent, turn: int, seq: int, created_at: str) -> Cha
 
 
 async def recall(state: GraphState, runtime: Runtime[GraphContext]) -> Command[str]:
-    """Load working memory; number the turn; put the event's message into the window.
+    """Load working memory; number the turn; put the event's message into the window;
+    retrieve what is relevant to a message (its embedding overlaps the memory load).
     Then: a duplicate ends here, a tool trace goes to ``remember``, a message to the model."""
     ctx = runtime.context
     event = state["event"]
-    recalled = await ctx.memory.load(event.key, event.event_id)
+    retrieving = ctx.retriever is not None and state["route"] == "reply"
+    query = ctx.retriever.prepare(event.text) if ctx.retriever and retrieving else None
+    try:
+        recalled = await ctx.memory.load(event.key, event.event_id)
+    except BaseException:
+        if query is not None:
+            query.cancel()
+        raise
     if recalled.processed is not None:
+        if query is not None:
+            query.cancel()
         log.info("event.duplicate", turn=recalled.processed.turn)
         update: Update = {"route": "duplicate", "recalled": recalled}
         tokens = None
@@ -111,6 +121,12 @@ async def recall(state: GraphState, runtime: Runtime[GraphContext]) -> Command[s
         "turn_messages": [message],
         "messages": WindowAppend((*loaded, message), ctx.bounds),
     }
+    if ctx.retriever is not None and retrieving:
+        window = reduce_window(loaded, [message], ctx.bounds).messages
+        shown = {m.id for m in window} | recalled.bundle.item_ids()
+        update["retrieval"] = await ctx.retriever.retrieve(
+            query, event.key, exclude=shown, topic=recalled.memory.topic
+        )
     return Command(update=update, goto="remember" if state["route"] == "tool" else "call_model")
 
 
@@ -195,12 +211,14 @@ async def remember(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
     session = dict(recalled.memory.session)
     if event.lang:
         session["language"] = event.lang
+    retrieval = state.get("retrieval")
     memory = WorkingMemory(
         messages=window,
         summary=recalled.memory.summary,
         session=session,
         pending_compaction=tuple(sorted(set(recalled.memory.pending_compaction) | evicted_turns)),
         updated_at=ctx.clock().isoformat(),
+        topic=retrieval.topic if retrieval is not None else recalled.memory.topic,
     )
     candidate = state.get("candidate")
     processed = ProcessedEvent(

@@ -16,6 +16,7 @@ from llm_bot.memory.tokens import TokenCounter
 from llm_bot.memory.window import WindowBounds, bounded_messages
 from llm_bot.memory.working import ConversationKey, Recalled
 from llm_bot.ports import ChatModel, MemoryStore, ModelReply
+from llm_bot.service.retriever import Retrieval, Retriever
 from llm_bot.telemetry.metrics import Metrics
 
 
@@ -46,6 +47,8 @@ class GraphContext:
     metrics: Metrics
     budget: ContextBudget
     counter: TokenCounter
+    retriever: Retriever | None = None
+    """None when retrieval is off (``LLM_BOT_EMBEDDINGS=off``)."""
 
 
 Route = Literal["skip", "duplicate", "tool", "reply"]
@@ -61,6 +64,7 @@ class GraphState(TypedDict, total=False):
     turn: int
     turn_messages: list[ChatMessage]
     messages: Annotated[list[ChatMessage], bounded_messages]
+    retrieval: Retrieval
     context: AssembledContext
     reply: ModelReply
     candidate: CandidateV1

@@ -91,6 +91,11 @@ class LongTermBundle(BaseModel):
     def item_count(self) -> int:
         return len(self.profile) + len(self.facts) + len(self.episodes) + len(self.events)
 
+    def item_ids(self) -> set[str]:
+        """Ids of the facts, episodes and events (what the memory block already shows)."""
+        ids = {fact.id for fact in self.facts} | {episode.id for episode in self.episodes}
+        return ids | {event.id for event in self.events}
+
 
 def _is_word_char(char: str) -> bool:
     """Letters, digits and combining marks. Thai vowel and tone marks are marks (Mn): as

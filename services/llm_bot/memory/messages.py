@@ -38,6 +38,9 @@ class ChatMessage(BaseModel):
     event_id: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
+    name: str | None = None
+    """The speaker's display name (imported transcripts); memory only, never sent as the
+    provider's ``name`` field."""
 
     def char_count(self) -> int:
         """Characters this message costs in the window (content plus tool payloads)."""

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from llm_bot.memory.long_term import LongTermBundle
 from llm_bot.memory.messages import ChatMessage
+from llm_bot.memory.topic import TopicState
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ class WorkingMemory(BaseModel):
     session: dict[str, str] = Field(default_factory=dict)
     pending_compaction: tuple[int, ...] = ()
     updated_at: str | None = None
+    topic: TopicState | None = None
+    """The retrieval topic: its centroid and last selection (``memory/topic.py``)."""
 
 
 class ProcessedEvent(BaseModel):

@@ -18,17 +18,23 @@ class ErasableStore(Protocol):
 
 
 class Eraser:
-    """Erases one user's memory in one tenant (all conversations, or one)."""
+    """Erases one user's memory in one tenant (all conversations, or one), and the
+    retrieval index entries made from it."""
 
-    def __init__(self, *, store: ErasableStore) -> None:
+    def __init__(self, *, store: ErasableStore, index: ErasableStore | None = None) -> None:
         self._store = store
+        self._index = index
 
     async def forget(self, tenant_id: str, user_id: str, conversation_id: str = "*") -> int:
         if conversation_id == "*":
             deleted = await self._store.forget_user(tenant_id, user_id)
+            if self._index is not None:
+                await self._index.forget_user(tenant_id, user_id)
         else:
             key = ConversationKey(tenant_id, user_id, conversation_id)
             deleted = await self._store.forget_conversation(key)
+            if self._index is not None:
+                await self._index.forget_conversation(key)
         log.info(
             "memory.forgotten",
             scope="user" if conversation_id == "*" else "conversation",

@@ -22,6 +22,7 @@ from llm_bot.service.classifier import MessageClassifier
 from llm_bot.service.compactor import Compactor
 from llm_bot.service.conversation_locks import ConversationLocks
 from llm_bot.service.handler import Delivery, first_attempt
+from llm_bot.service.indexer import Indexer
 from llm_bot.service.outcomes import Duplicate, Outcome, Recorded, Skipped, outcome_for_error
 from llm_bot.service.retry import Exhausted, RetryPolicy, with_retries
 from llm_bot.telemetry.metrics import Metrics
@@ -38,6 +39,7 @@ class MemoryJobHandler:
         progress: RedisMemoryProgress,
         classifier: MessageClassifier,
         compactor: Compactor,
+        indexer: Indexer | None,
         retry: RetryPolicy,
         compaction_threshold_tokens: int,
         metrics: Metrics,
@@ -46,6 +48,7 @@ class MemoryJobHandler:
         self._progress = progress
         self._classifier = classifier
         self._compactor = compactor
+        self._indexer = indexer
         self._retry = retry
         self._threshold = compaction_threshold_tokens
         self._metrics = metrics
@@ -115,5 +118,19 @@ class MemoryJobHandler:
         folded = await self._compactor.compact(
             key, erasure=erasure, token_pressure=pressure, finalize=job.kind == "finalize"
         )
+        indexed = 0
+        if self._indexer is not None:
+            indexed = await self._indexer.index_messages(
+                key, job.turn if job.kind == "turn" else None, erasure=erasure
+            )
+            if stored or folded or job.kind == "finalize":
+                indexed += await self._indexer.index_long_term(
+                    key.tenant_id, key.user_id, erasure=erasure
+                )
+            if job.kind == "finalize":
+                await self._indexer.prune_expired(key.tenant_id, key.user_id)
         await self._progress.mark_job_done(job.tenant_id, job.user_id, job.id, erasure=erasure)
-        return Recorded(f"{job.kind}: {stored} notable events, turns {list(folded)} compacted")
+        return Recorded(
+            f"{job.kind}: {stored} notable events, turns {list(folded)} compacted, "
+            f"{indexed} index entries"
+        )

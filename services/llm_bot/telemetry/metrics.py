@@ -16,6 +16,9 @@ OUTCOMES = ("ok", "skip", "duplicate", "retried", "dead_lettered")
 ERROR_CODES = ("invalid_event", "model_error", "memory_unavailable", "timeout", "internal")
 
 
+RETRIEVAL_OUTCOMES = ("searched", "filler_skip", "topic_reuse", "off", "failed")
+
+
 class Metrics:
     """Every metric the service exports; one instance per process (or per test)."""
 
@@ -74,6 +77,40 @@ class Metrics:
             ["kind"],
             registry=registry,
         )
+        self.retrieval_searches = Counter(
+            "llmbot_retrieval_searches",
+            "Retrievals on the reply path, by outcome (searched, filler_skip, topic_reuse, off, "
+            "failed).",
+            ["outcome"],
+            registry=registry,
+        )
+        self.retrieval_duration = Histogram(
+            "llmbot_retrieval_duration_seconds",
+            "Time retrieval added to the reply path (query embedding and index search), by "
+            "outcome.",
+            ["outcome"],
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0),
+            registry=registry,
+        )
+        self.recalled_items = Histogram(
+            "llmbot_retrieval_recalled_items",
+            "Recalled items in each prompt (after the budget).",
+            buckets=(0, 1, 2, 5, 10, 20, 40, 80),
+            registry=registry,
+        )
+        self.index_entries = Counter(
+            "llmbot_index_entries",
+            "Entries the memory worker embedded and wrote to the retrieval index, by kind.",
+            ["kind"],
+            registry=registry,
+        )
+        self.index_embed_cpu = Histogram(
+            "llmbot_index_embedding_cpu_seconds",
+            "CPU seconds the memory worker spent embedding, per indexed entry (one "
+            "observation per batch).",
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25),
+            registry=registry,
+        )
         self.dead_letters = Counter(
             "llmbot_dead_letters",
             "Events dead-lettered, by error code.",
@@ -98,6 +135,8 @@ class Metrics:
             self.dead_letters.labels(code)
         for reason in ("chars", "count"):
             self.trims.labels(reason)
+        for outcome in RETRIEVAL_OUTCOMES:
+            self.retrieval_searches.labels(outcome)
         for kind in ("input", "output"):
             self.model_tokens.labels(kind)
 

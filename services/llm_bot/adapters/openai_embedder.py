@@ -1,0 +1,65 @@
+"""Embeddings from an OpenAI-compatible ``/embeddings`` endpoint through the openai SDK
+(``LLM_BOT_EMBEDDINGS=openai``; OpenAI, OpenRouter, Ollama, vLLM...)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import openai
+from openai import AsyncOpenAI
+
+from llm_bot.errors import EmbeddingUnavailable
+from llm_bot.ports import EmbeddingPurpose, Matrix
+
+BATCH = 256
+"""Inputs per request (OpenAI accepts up to 2,048)."""
+
+
+class OpenAIEmbedder:
+    """The ``Embedder`` port over the openai SDK. ``dimensions`` is sent when set (the
+    text-embedding-3 models shorten their vectors); the dimension is otherwise learnt from
+    the first answer."""
+
+    def __init__(self, *, client: AsyncOpenAI, model: str, dimensions: int | None) -> None:
+        self._client = client
+        self._model = model
+        self._dimensions = dimensions
+        self._seen: int | None = dimensions
+
+    @property
+    def name(self) -> str:
+        return f"openai:{self._model}" + (f":{self._dimensions}" if self._dimensions else "")
+
+    @property
+    def dimension(self) -> int:
+        return self._seen or 0
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def embed(self, texts: Sequence[str], *, purpose: EmbeddingPurpose) -> Matrix:
+        rows: list[Matrix] = []
+        for start in range(0, len(texts), BATCH):
+            rows.append(await self._batch(texts[start : start + BATCH]))
+        if not rows:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return np.vstack(rows)
+
+    async def _batch(self, texts: Sequence[str]) -> Matrix:
+        try:
+            if self._dimensions:
+                reply = await self._client.embeddings.create(
+                    model=self._model, input=list(texts), dimensions=self._dimensions
+                )
+            else:
+                reply = await self._client.embeddings.create(model=self._model, input=list(texts))
+        except (openai.APIError, ValueError) as exc:
+            raise EmbeddingUnavailable(f"embeddings request failed: {type(exc).__name__}") from exc
+        ordered = sorted(reply.data, key=lambda item: item.index)
+        matrix = np.asarray([item.embedding for item in ordered], dtype=np.float32)
+        if matrix.shape[0] != len(texts):
+            raise EmbeddingUnavailable("embeddings reply has the wrong number of vectors")
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        self._seen = matrix.shape[1]
+        return (matrix / np.where(norms > 0, norms, 1.0)).astype(np.float32)

@@ -1,0 +1,313 @@
+"""The retrieval index in plain Redis (SPEC 5.7): no module, no service beyond Redis.
+
+Per user, under the user's hash tag (``RedisKeys.recall_index``): ``doc`` (entry id ->
+JSON), ``vec`` (entry id -> float16 unit embedding), ``seq`` (entry id scored by the write
+that last changed it) and ``meta`` (``epoch``, ``seq``, ``model``). Writes (the memory
+worker) are Lua scripts that check the user's erasure generation like every other worker
+write; a changed entry gets a new ``seq``; a removal starts a new ``epoch``.
+
+Searching (the reply path) runs in memory: each process keeps the indexes it searched
+lately (:class:`SnapshotCache`, bounded by entries) and brings one up to date with one
+script call that returns only what changed since the cached ``seq``, or everything when
+the ``epoch`` changed (a removal, an erasure, a rebuild). So a search costs one round trip
+and no transfer while the user's index is unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import numpy as np
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from llm_bot.adapters.redis_erasure import mark_changed
+from llm_bot.adapters.redis_keys import RedisKeys
+from llm_bot.errors import ErasedMeanwhile, IndexModelMismatch, MemoryUnavailable
+from llm_bot.memory.hybrid_search import IndexSnapshot, SearchQuery, Vector, search
+from llm_bot.memory.recall_items import IndexEntry, SearchHit
+from llm_bot.memory.working import ConversationKey
+
+# KEYS: erasure, meta, doc, vec, seq. ARGV: erasure generation, model, ttl seconds, a new
+# epoch (used when the index is new), then (id, digest, doc json, vector) quadruples.
+_UPSERT = f"""
+if {mark_changed()} then
+  return -1
+end
+local model = redis.call('HGET', KEYS[2], 'model')
+if model and model ~= ARGV[2] then
+  return -2
+end
+if not model then
+  redis.call('HSET', KEYS[2], 'model', ARGV[2], 'epoch', ARGV[4], 'seq', 0)
+end
+local written = 0
+for i = 5, #ARGV, 4 do
+  local old = redis.call('HGET', KEYS[3], ARGV[i])
+  if not old or cjson.decode(old)['h'] ~= ARGV[i + 1] then
+    local seq = redis.call('HINCRBY', KEYS[2], 'seq', 1)
+    redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 2])
+    redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 3])
+    redis.call('ZADD', KEYS[5], seq, ARGV[i])
+    written = written + 1
+  end
+end
+for k = 2, 5 do
+  redis.call('EXPIRE', KEYS[k], ARGV[3])
+end
+return written
+"""
+# KEYS: meta, doc, vec, seq. ARGV: a new epoch, then ids.
+_REMOVE = """
+local removed = 0
+for i = 2, #ARGV do
+  removed = removed + redis.call('HDEL', KEYS[2], ARGV[i])
+  redis.call('HDEL', KEYS[3], ARGV[i])
+  redis.call('ZREM', KEYS[4], ARGV[i])
+end
+if removed > 0 then
+  redis.call('HSET', KEYS[1], 'epoch', ARGV[1])
+end
+return removed
+"""
+# KEYS: meta, seq, doc, vec. ARGV: cached epoch, cached seq. Returns {epoch, seq, model,
+# full ('1' when everything follows), ids, docs, vectors}; ids empty when nothing changed.
+_SYNC = """
+local meta = redis.call('HMGET', KEYS[1], 'epoch', 'seq', 'model')
+if not meta[1] then
+  return {'', '0', '', '1', {}, {}, {}}
+end
+local full = meta[1] ~= ARGV[1]
+if not full and meta[2] == ARGV[2] then
+  return {meta[1], meta[2], meta[3], '0', {}, {}, {}}
+end
+local low = full and '-inf' or ('(' .. ARGV[2])
+local ids = redis.call('ZRANGEBYSCORE', KEYS[2], low, '+inf')
+local docs, vecs = {}, {}
+for i = 1, #ids, 500 do
+  local chunk = {unpack(ids, i, math.min(i + 499, #ids))}
+  for _, v in ipairs(redis.call('HMGET', KEYS[3], unpack(chunk))) do docs[#docs + 1] = v end
+  for _, v in ipairs(redis.call('HMGET', KEYS[4], unpack(chunk))) do vecs[#vecs + 1] = v end
+end
+return {meta[1], meta[2], meta[3], full and '1' or '0', ids, docs, vecs}
+"""
+
+
+def entry_json(entry: IndexEntry) -> str:
+    return json.dumps(
+        {
+            "h": entry.digest,
+            "k": entry.kind,
+            "t": entry.text,
+            "s": entry.speaker,
+            "d": entry.date,
+            "c": entry.conversation_id,
+            "n": entry.turn,
+            "q": entry.seq,
+            "src": entry.source_id,
+            "w": " ".join(entry.terms),
+            "at": entry.indexed_at,
+        },
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+
+
+def entry_from_json(entry_id: str, raw: bytes | str) -> IndexEntry:
+    data = json.loads(raw)
+    return IndexEntry(
+        id=entry_id,
+        kind=data["k"],
+        text=data["t"],
+        speaker=data["s"],
+        date=data["d"],
+        conversation_id=data["c"],
+        turn=int(data["n"]),
+        seq=int(data["q"]),
+        source_id=data["src"],
+        terms=tuple(data["w"].split()),
+        indexed_at=float(data["at"]),
+    )
+
+
+@dataclass
+class _Cached:
+    epoch: str = ""
+    seq: str = "0"
+    model: str = ""
+    snapshot: IndexSnapshot | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class SnapshotCache:
+    """The indexes this process searched lately, least recently used evicted first once
+    they hold more than ``max_entries`` entries together."""
+
+    def __init__(self, max_entries: int) -> None:
+        self.max_entries = max_entries
+        self._items: OrderedDict[str, _Cached] = OrderedDict()
+
+    def get(self, scope: str) -> _Cached:
+        cached = self._items.get(scope)
+        if cached is None:
+            cached = self._items[scope] = _Cached()
+        self._items.move_to_end(scope)
+        return cached
+
+    def drop(self, scope: str) -> None:
+        self._items.pop(scope, None)
+
+    def shrink(self) -> None:
+        total = sum(len(c.snapshot) for c in self._items.values() if c.snapshot is not None)
+        while total > self.max_entries and len(self._items) > 1:
+            _, oldest = self._items.popitem(last=False)
+            total -= len(oldest.snapshot) if oldest.snapshot is not None else 0
+
+
+class RedisRecallIndex:
+    """The ``RecallIndex`` port on plain Redis."""
+
+    def __init__(
+        self,
+        *,
+        client: aioredis.Redis,
+        keys: RedisKeys,
+        ttl_seconds: int,
+        cache_entries: int,
+    ) -> None:
+        self._redis = client
+        self._keys = keys
+        self._ttl = ttl_seconds
+        self._cache = SnapshotCache(cache_entries)
+        self._upsert = client.register_script(_UPSERT)
+        self._remove = client.register_script(_REMOVE)
+        self._sync = client.register_script(_SYNC)
+
+    def _key(self, tenant_id: str, user_id: str, part: str) -> str:
+        return self._keys.recall_index(tenant_id, user_id, part)
+
+    async def upsert(
+        self,
+        tenant_id: str,
+        user_id: str,
+        entries: Sequence[tuple[IndexEntry, Vector]],
+        *,
+        model: str,
+        erasure: str,
+    ) -> int:
+        if not entries:
+            return 0
+        keys = [self._keys.erasure(tenant_id, user_id)] + [
+            self._key(tenant_id, user_id, part) for part in ("meta", "doc", "vec", "seq")
+        ]
+        args: list[Any] = [erasure, model, self._ttl, uuid.uuid4().hex]
+        for entry, vector in entries:
+            args += [entry.id, entry.digest, entry_json(entry), _pack(vector)]
+        try:
+            written = int(await self._upsert(keys=keys, args=args))
+        except RedisError as exc:
+            raise MemoryUnavailable(f"redis index write failed: {type(exc).__name__}") from exc
+        if written == -1:
+            raise ErasedMeanwhile("index write refused: the user was erased meanwhile")
+        if written == -2:
+            raise IndexModelMismatch(
+                "the user's index holds another embedding model's vectors (llm-bot memory reindex)"
+            )
+        return written
+
+    async def digests(self, tenant_id: str, user_id: str, prefix: str) -> dict[str, str]:
+        found: dict[str, str] = {}
+        try:
+            async for name, raw in self._redis.hscan_iter(
+                self._key(tenant_id, user_id, "doc"), match=f"{prefix}*", count=500
+            ):
+                found[_text(name)] = json.loads(raw)["h"]
+        except RedisError as exc:
+            raise MemoryUnavailable(f"redis index read failed: {type(exc).__name__}") from exc
+        return found
+
+    async def remove(self, tenant_id: str, user_id: str, entry_ids: Sequence[str]) -> int:
+        if not entry_ids:
+            return 0
+        keys = [self._key(tenant_id, user_id, part) for part in ("meta", "doc", "vec", "seq")]
+        try:
+            return int(await self._remove(keys=keys, args=[uuid.uuid4().hex, *entry_ids]))
+        except RedisError as exc:
+            raise MemoryUnavailable(f"redis index write failed: {type(exc).__name__}") from exc
+
+    async def forget_conversation(self, key: ConversationKey) -> int:
+        ids = await self.digests(key.tenant_id, key.user_id, f"m:{key.conversation_id}:")
+        return await self.remove(key.tenant_id, key.user_id, list(ids))
+
+    async def forget_user(self, tenant_id: str, user_id: str) -> int:
+        names = [self._key(tenant_id, user_id, part) for part in ("meta", "doc", "vec", "seq")]
+        try:
+            count = int(await self._redis.hlen(names[1]))
+            await self._redis.unlink(*names)
+        except RedisError as exc:
+            raise MemoryUnavailable(f"redis index erase failed: {type(exc).__name__}") from exc
+        self._cache.drop(self._keys.user_scope(tenant_id, user_id))
+        return count
+
+    async def count(self, tenant_id: str, user_id: str) -> int:
+        try:
+            return int(await self._redis.hlen(self._key(tenant_id, user_id, "doc")))
+        except RedisError as exc:
+            raise MemoryUnavailable(f"redis index read failed: {type(exc).__name__}") from exc
+
+    async def search(
+        self, tenant_id: str, user_id: str, query: SearchQuery, *, model: str
+    ) -> list[SearchHit]:
+        """Bring this process's copy of the user's index up to date (one round trip) and
+        search it. Vectors of another model are not compared: keyword search only."""
+        scope = self._keys.user_scope(tenant_id, user_id)
+        cached = self._cache.get(scope)
+        async with cached.lock:
+            await self._refresh(tenant_id, user_id, cached)
+            snapshot = cached.snapshot
+        self._cache.shrink()
+        if snapshot is None:
+            return []
+        if cached.model != model and query.vector is not None:
+            query = SearchQuery(
+                vector=None,
+                terms=query.terms,
+                exclude=query.exclude,
+                limit=query.limit,
+                min_score=query.min_score,
+            )
+        return search(snapshot, query)
+
+    async def _refresh(self, tenant_id: str, user_id: str, cached: _Cached) -> None:
+        keys = [self._key(tenant_id, user_id, part) for part in ("meta", "seq", "doc", "vec")]
+        try:
+            reply = await self._sync(keys=keys, args=[cached.epoch, cached.seq])
+        except RedisError as exc:
+            raise MemoryUnavailable(f"redis index read failed: {type(exc).__name__}") from exc
+        epoch, seq, model, full, ids, docs, vectors = cast("list[Any]", reply)
+        if full == b"1" or cached.snapshot is None:
+            cached.snapshot = IndexSnapshot()
+        cached.epoch, cached.seq, cached.model = _text(epoch), _text(seq), _text(model)
+        cached.snapshot.upsert(
+            (entry_from_json(_text(entry_id), doc), _unpack(vector))
+            for entry_id, doc, vector in zip(ids, docs, vectors, strict=True)
+            if doc is not None and vector is not None
+        )
+
+
+def _pack(vector: Vector) -> bytes:
+    return np.asarray(vector, dtype=np.float16).tobytes()
+
+
+def _unpack(raw: bytes) -> Vector:
+    return np.frombuffer(raw, dtype=np.float16).astype(np.float32)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

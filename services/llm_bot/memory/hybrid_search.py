@@ -1,0 +1,222 @@
+"""Hybrid search over one user's index, in memory (SPEC 5.7). Pure: no I/O.
+
+:class:`IndexSnapshot` holds a user's entries, their unit-length embeddings (rows of one
+matrix) and a keyword inverted index. :func:`search` ranks the entries for a query twice:
+
+- **dense**: cosine similarity of the query's embedding with each entry's, kept when at
+  or above ``min_score`` (``LLM_BOT_RETRIEVAL_MIN_SCORE``);
+- **keyword**: Okapi BM25 (k1 = 1.2, b = 0.75, the Lucene IDF ``ln(1 + (N - df + 0.5) /
+  (df + 0.5))``) over the query's keyword terms (``keyword_terms.py``);
+
+and fuses the two rankings by reciprocal rank fusion (``1 / (60 + rank)`` summed over the
+rankings that found the entry; Cormack et al. 2009), which needs no calibration between a
+cosine and a BM25 score. The fused score is scaled to [0, 1] (1 = first in both).
+Entries whose ``source_id`` is excluded (already in the window) never appear; an entry
+whose text repeats one ranked higher (same normalised text, or cosine >= ``NEAR_DUPLICATE``)
+collapses into it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from llm_bot.memory.keyword_matching import normalise
+from llm_bot.memory.recall_items import IndexEntry, SearchHit
+
+Vector = npt.NDArray[np.float32]
+
+BM25_K1 = 1.2
+BM25_B = 0.75
+RRF_K = 60
+NEAR_DUPLICATE = 0.95
+"""Cosine at or above which two entries say the same thing."""
+CANDIDATES_PER_RANKING = 200
+"""How deep each ranking is read before fusion."""
+
+
+def unit(vector: npt.ArrayLike) -> Vector:
+    """``vector`` scaled to length 1 (a zero vector stays zero)."""
+    array = np.asarray(vector, dtype=np.float32).reshape(-1)
+    norm = float(np.linalg.norm(array))
+    return array / norm if norm > 0 else array
+
+
+@dataclass(frozen=True)
+class SearchQuery:
+    """A query: its embedding (None when dense search is off), its keyword terms, the
+    source ids to leave out, how many hits at most, and the dense minimum."""
+
+    vector: Vector | None
+    terms: Sequence[str]
+    exclude: Collection[str] = frozenset()
+    limit: int = 50
+    min_score: float = 0.45
+
+
+class IndexSnapshot:
+    """One user's entries in memory, updated in place (upserts) and searched."""
+
+    def __init__(self, dimension: int | None = None) -> None:
+        self.dimension = dimension
+        """Of every vector; taken from the first one when not given. A vector of another
+        size is stored as zeros (it matches nothing)."""
+        self._entries: list[IndexEntry] = []
+        self._rows: dict[str, int] = {}
+        self._matrix: Vector = np.zeros((0, dimension or 0), dtype=np.float32)
+        self._filled = 0
+        self._postings: dict[str, dict[int, int]] = {}
+        self._lengths: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def entries(self) -> Sequence[IndexEntry]:
+        return self._entries
+
+    def get(self, entry_id: str) -> IndexEntry | None:
+        row = self._rows.get(entry_id)
+        return None if row is None else self._entries[row]
+
+    def upsert(self, entries: Iterable[tuple[IndexEntry, Vector]]) -> None:
+        """Add entries, or replace those with the same id (text, terms and vector)."""
+        for entry, raw in entries:
+            vector = unit(raw)
+            if self.dimension is None:
+                self.dimension = vector.size
+                self._matrix = np.zeros((0, vector.size), dtype=np.float32)
+            if vector.size != self.dimension:
+                vector = np.zeros(self.dimension, dtype=np.float32)
+            row = self._rows.get(entry.id)
+            if row is None:
+                row = len(self._entries)
+                self._rows[entry.id] = row
+                self._entries.append(entry)
+                self._lengths.append(0)
+                self._grow(row + 1)
+            else:
+                self._unpost(row)
+                self._entries[row] = entry
+            self._matrix[row] = vector
+            self._post(row, entry.terms)
+
+    def _grow(self, rows: int) -> None:
+        if rows > self._matrix.shape[0]:
+            size = max(rows, 2 * self._matrix.shape[0], 64)
+            bigger = np.zeros((size, self.dimension or 0), dtype=np.float32)
+            bigger[: self._filled] = self._matrix[: self._filled]
+            self._matrix = bigger
+        self._filled = max(self._filled, rows)
+
+    def _post(self, row: int, terms: Sequence[str]) -> None:
+        for term in terms:
+            posting = self._postings.setdefault(term, {})
+            posting[row] = posting.get(row, 0) + 1
+        self._lengths[row] = len(terms)
+
+    def _unpost(self, row: int) -> None:
+        for term in set(self._entries[row].terms):
+            posting = self._postings.get(term)
+            if posting is not None:
+                posting.pop(row, None)
+                if not posting:
+                    del self._postings[term]
+
+    # -- scoring -------------------------------------------------------------------------
+
+    def dense_scores(self, vector: Vector) -> Vector:
+        """Cosine of ``vector`` with every entry, by row (0 for a vector of another size)."""
+        query = unit(vector)
+        if query.size != self.dimension:
+            return np.zeros(len(self._entries), dtype=np.float32)
+        return self._matrix[: self._filled] @ query
+
+    def keyword_scores(self, terms: Sequence[str]) -> Vector:
+        """BM25 of every entry for ``terms`` (a repeated query term counts once)."""
+        count = len(self._entries)
+        scores = np.zeros(count, dtype=np.float32)
+        if count == 0:
+            return scores
+        lengths = np.asarray(self._lengths, dtype=np.float32)
+        average = float(lengths.mean()) or 1.0
+        norm = BM25_K1 * (1 - BM25_B + BM25_B * lengths / average)
+        for term in dict.fromkeys(terms):
+            posting = self._postings.get(term)
+            if not posting:
+                continue
+            rows = np.fromiter(posting.keys(), dtype=np.int64, count=len(posting))
+            tf = np.fromiter(posting.values(), dtype=np.float32, count=len(posting))
+            idf = math.log(1 + (count - len(posting) + 0.5) / (len(posting) + 0.5))
+            scores[rows] += idf * tf * (BM25_K1 + 1) / (tf + norm[rows])
+        return scores
+
+    def vector(self, entry_id: str) -> Vector | None:
+        row = self._rows.get(entry_id)
+        return None if row is None else self._matrix[row]
+
+
+def _ranking(scores: Vector, keep: npt.NDArray[np.bool_], depth: int) -> list[int]:
+    """Rows with ``keep`` set, best score first (ties: lower row first), at most ``depth``."""
+    rows = np.flatnonzero(keep)
+    if rows.size == 0:
+        return []
+    order = np.lexsort((rows, -scores[rows]))
+    return [int(r) for r in rows[order][:depth]]
+
+
+def search(snapshot: IndexSnapshot, query: SearchQuery) -> list[SearchHit]:
+    """The entries relevant to ``query``, best first (see the module docstring)."""
+    count = len(snapshot)
+    if count == 0 or query.limit <= 0:
+        return []
+    allowed = np.ones(count, dtype=np.bool_)
+    if query.exclude:
+        for row, entry in enumerate(snapshot.entries):
+            if entry.source_id in query.exclude:
+                allowed[row] = False
+    dense = np.zeros(count, dtype=np.float32)
+    rankings: list[list[int]] = []
+    if query.vector is not None:
+        dense = snapshot.dense_scores(query.vector)
+        rankings.append(
+            _ranking(dense, allowed & (dense >= query.min_score), CANDIDATES_PER_RANKING)
+        )
+    keyword = snapshot.keyword_scores(query.terms)
+    rankings.append(_ranking(keyword, allowed & (keyword > 0), CANDIDATES_PER_RANKING))
+    fused: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, row in enumerate(ranking, start=1):
+            fused[row] = fused.get(row, 0.0) + 1.0 / (RRF_K + rank)
+    best = len(rankings) / (RRF_K + 1)
+    ordered = sorted(fused.items(), key=lambda item: (-item[1], item[0]))
+    hits: list[SearchHit] = []
+    kept_texts: set[str] = set()
+    kept_vectors: list[Vector] = []
+    for row, score in ordered:
+        entry = snapshot.entries[row]
+        text = normalise(entry.text)
+        vector = snapshot.vector(entry.id)
+        if text in kept_texts or (
+            vector is not None
+            and any(float(vector @ other) >= NEAR_DUPLICATE for other in kept_vectors)
+        ):
+            continue
+        kept_texts.add(text)
+        if vector is not None and query.vector is not None:
+            kept_vectors.append(vector)
+        hits.append(
+            SearchHit(
+                entry=entry,
+                score=min(1.0, score / best),
+                dense=float(dense[row]) if dense[row] >= query.min_score else 0.0,
+                keyword=float(keyword[row]),
+            )
+        )
+        if len(hits) >= query.limit:
+            break
+    return hits

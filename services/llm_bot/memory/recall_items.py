@@ -1,0 +1,172 @@
+"""What retrieval stores and returns (SPEC 5.7): index entries, queries and hits.
+
+The unit of recall is one message (long messages split into passages) or one long-term
+item, with its date, speaker and place in the conversation. Entries are built from memory
+by pure functions here; the worker embeds and stores them (``service/indexer.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+from llm_bot.memory.keyword_matching import is_filler
+from llm_bot.memory.keyword_terms import keyword_terms
+from llm_bot.memory.long_term import EpisodicSummary, NotableEvent, SemanticFact
+from llm_bot.memory.messages import ChatMessage
+
+EntryKind = Literal["message", "facts", "episodes", "events"]
+
+PASSAGE_CHARS = 800
+"""Messages longer than this are split into passages at sentence ends, each at most about
+this long (a passage is what the embedding model reads; MiniLM-class models read ~256
+word pieces, about 1,000 characters of English)."""
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    """One unit of recall.
+
+    ``id`` is stable (the same message or item always gets the same id), so indexing is
+    idempotent; ``source_id`` is the message id (``ChatMessage.id``) or long-term item id
+    it came from, so what is already in the window can be left out of a search.
+    ``digest`` changes when the text does (a restated fact re-embeds).
+    """
+
+    id: str
+    kind: EntryKind
+    text: str
+    speaker: str
+    date: str
+    conversation_id: str
+    turn: int
+    seq: int
+    source_id: str
+    terms: tuple[str, ...] = field(repr=False)
+    indexed_at: float = 0.0
+
+    @property
+    def digest(self) -> str:
+        return text_digest(self.embedding_text)
+
+    @property
+    def embedding_text(self) -> str:
+        """What the embedding model reads: the speaker's name leads, as questions name
+        people ("What did Caroline paint?")."""
+        return f"{self.speaker}: {self.text}" if self.speaker else self.text
+
+
+def text_digest(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def speaker_of(message: ChatMessage) -> str:
+    """The display name when the message has one, else its role."""
+    return message.name or message.role
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?\u3002\uff01\uff1f])\s+|\n+")
+
+
+def passages(text: str, limit: int = PASSAGE_CHARS) -> list[str]:
+    """``text`` in passages of at most about ``limit`` characters, cut at sentence ends
+    (a sentence longer than ``limit`` is cut at spaces, or hard when it has none)."""
+    text = text.strip()
+    if len(text) <= limit:
+        return [text] if text else []
+    pieces: list[str] = []
+    current = ""
+    for sentence in (s for s in _SENTENCE_END.split(text) if s.strip()):
+        for chunk in _hard_cut(sentence.strip(), limit):
+            if current and len(current) + 1 + len(chunk) > limit:
+                pieces.append(current)
+                current = chunk
+            else:
+                current = f"{current} {chunk}" if current else chunk
+    if current:
+        pieces.append(current)
+    return pieces
+
+
+def _hard_cut(sentence: str, limit: int) -> Iterator[str]:
+    while len(sentence) > limit:
+        cut = sentence.rfind(" ", 0, limit)
+        cut = cut if cut > limit // 2 else limit
+        yield sentence[:cut].strip()
+        sentence = sentence[cut:].strip()
+    if sentence:
+        yield sentence
+
+
+def message_entries(
+    conversation_id: str, message: ChatMessage, *, indexed_at: float
+) -> list[IndexEntry]:
+    """The entries of one recorded message: none for filler and empty messages (nothing
+    worth recalling), one per passage otherwise."""
+    if message.role == "system" or is_filler(message.content):
+        return []
+    speaker = speaker_of(message)
+    parts = passages(message.content)
+    return [
+        IndexEntry(
+            id=f"m:{conversation_id}:{message.id}" + (f"#{n}" if len(parts) > 1 else ""),
+            kind="message",
+            text=part,
+            speaker=speaker,
+            date=message.created_at,
+            conversation_id=conversation_id,
+            turn=message.turn,
+            seq=message.seq,
+            source_id=message.id,
+            terms=tuple(keyword_terms(f"{speaker} {part}")),
+            indexed_at=indexed_at,
+        )
+        for n, part in enumerate(parts)
+    ]
+
+
+LongTermItem = SemanticFact | EpisodicSummary | NotableEvent
+
+
+def long_term_entry(item: LongTermItem, *, indexed_at: float) -> IndexEntry | None:
+    """The entry of a fact, episode or notable event (None when its text is blank)."""
+    if isinstance(item, SemanticFact):
+        kind: EntryKind = "facts"
+        text, conversation, turn = item.fact, "", 0
+    elif isinstance(item, EpisodicSummary):
+        kind, text = "episodes", item.summary
+        conversation, turn = item.conversation_id, min(item.turns, default=0)
+    else:
+        kind, text = "events", item.summary
+        conversation, turn = item.conversation_id, item.turn
+    text = " ".join(text.split())
+    if not text:
+        return None
+    return IndexEntry(
+        id=f"l:{kind}:{item.id}",
+        kind=kind,
+        text=text,
+        speaker="",
+        date=item.created_at,
+        conversation_id=conversation,
+        turn=turn,
+        seq=0,
+        source_id=item.id,
+        terms=tuple(keyword_terms(text)),
+        indexed_at=indexed_at,
+    )
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """An entry found for a query, with its fused relevance in [0, 1]."""
+
+    entry: IndexEntry
+    score: float
+    dense: float
+    """Cosine similarity of query and entry (0 when below the minimum or not computed)."""
+    keyword: float
+    """BM25 score of the entry for the query's terms (0 when none matched)."""

@@ -1,0 +1,156 @@
+"""Indexing in the memory worker (SPEC 5.7), off the reply path.
+
+Every recorded message (live or imported) is indexed once, when a memory job of its
+conversation runs: the conversation's ``indexed_through`` mark says how far, so a repeated
+job embeds nothing twice. Long-term items (facts, episodes, notable events) are reconciled
+with the index after a job wrote them: new or changed items are embedded, items gone from
+long-term memory (retention, merges) leave the index. Entries of conversations whose raw
+trace expired leave it when the user's next conversation is finalized. Every write carries
+the user's erasure generation read at the job's start, so nothing erased comes back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+import structlog
+
+from llm_bot.adapters.redis_ltm import RedisLongTermStore
+from llm_bot.adapters.redis_progress import RedisMemoryProgress
+from llm_bot.errors import IndexModelMismatch
+from llm_bot.memory.recall_items import (
+    IndexEntry,
+    LongTermItem,
+    long_term_entry,
+    message_entries,
+)
+from llm_bot.memory.working import ConversationKey
+from llm_bot.ports import Embedder, RecallIndex
+from llm_bot.telemetry.metrics import Metrics
+
+log = structlog.get_logger(__name__)
+
+EMBED_BATCH = 32
+"""Entries embedded per call (the local model's sweet spot on a CPU)."""
+LONG_TERM_PREFIX = "l:"
+MESSAGE_PREFIX = "m:"
+
+
+class Indexer:
+    """Keeps one user's retrieval index up to date with their memory."""
+
+    def __init__(
+        self,
+        *,
+        progress: RedisMemoryProgress,
+        ltm: RedisLongTermStore,
+        index: RecallIndex,
+        embedder: Embedder,
+        metrics: Metrics,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._progress = progress
+        self._ltm = ltm
+        self._index = index
+        self._embedder = embedder
+        self._metrics = metrics
+        self._clock = clock
+
+    async def index_messages(
+        self, key: ConversationKey, through: int | None = None, *, erasure: str
+    ) -> int:
+        """Index the messages of turns after ``indexed_through`` up to ``through`` (the
+        conversation's last turn when None); returns the entries written."""
+        progress = await self._progress.load(key)
+        last = progress.last_turn if through is None else min(through, progress.last_turn)
+        first = progress.indexed_through + 1
+        if last < first:
+            return 0
+        messages = await self._progress.trace_turns(key, first, last)
+        now = self._clock().timestamp()
+        entries = [
+            entry
+            for message in messages
+            for entry in message_entries(key.conversation_id, message, indexed_at=now)
+        ]
+        try:
+            written = await self._write(key.tenant_id, key.user_id, entries, erasure=erasure)
+        except IndexModelMismatch as exc:
+            log.warning("index.model_mismatch", error=str(exc))
+            return 0
+        await self._progress.mark_indexed(key, last, erasure=erasure)
+        return written
+
+    async def index_long_term(self, tenant_id: str, user_id: str, *, erasure: str) -> int:
+        """Bring the index's long-term entries in line with long-term memory."""
+        facts, episodes, events = await asyncio.gather(
+            self._ltm.facts(tenant_id, user_id),
+            self._ltm.episodes(tenant_id, user_id),
+            self._ltm.events(tenant_id, user_id),
+        )
+        now = self._clock().timestamp()
+        items: list[LongTermItem] = [*facts, *episodes, *events]
+        wanted = {
+            entry.id: entry
+            for item in items
+            if (entry := long_term_entry(item, indexed_at=now)) is not None
+        }
+        stored = await self._index.digests(tenant_id, user_id, LONG_TERM_PREFIX)
+        changed = [e for e in wanted.values() if stored.get(e.id) != e.digest]
+        gone = [entry_id for entry_id in stored if entry_id not in wanted]
+        try:
+            written = await self._write(tenant_id, user_id, changed, erasure=erasure)
+        except IndexModelMismatch as exc:
+            log.warning("index.model_mismatch", error=str(exc))
+            return 0
+        removed = await self._index.remove(tenant_id, user_id, gone)
+        if written or removed:
+            log.info("index.long_term_reconciled", written=written, removed=removed)
+        return written
+
+    async def prune_expired(self, tenant_id: str, user_id: str) -> int:
+        """Remove the entries of conversations whose raw trace is gone (retention)."""
+        stored = await self._index.digests(tenant_id, user_id, MESSAGE_PREFIX)
+        by_conversation: dict[str, list[str]] = {}
+        for entry_id in stored:
+            conversation = entry_id.split(":", 2)[1]
+            by_conversation.setdefault(conversation, []).append(entry_id)
+        conversations = sorted(by_conversation)
+        alive = await self._progress.trace_exists(
+            [ConversationKey(tenant_id, user_id, c) for c in conversations]
+        )
+        gone = [
+            entry_id
+            for conversation, exists in zip(conversations, alive, strict=True)
+            if not exists
+            for entry_id in by_conversation[conversation]
+        ]
+        removed = await self._index.remove(tenant_id, user_id, gone)
+        if removed:
+            log.info("index.pruned", removed=removed)
+        return removed
+
+    async def _write(
+        self, tenant_id: str, user_id: str, entries: Sequence[IndexEntry], *, erasure: str
+    ) -> int:
+        written = 0
+        for start in range(0, len(entries), EMBED_BATCH):
+            batch = entries[start : start + EMBED_BATCH]
+            cpu = time.process_time()
+            vectors = await self._embedder.embed(
+                [entry.embedding_text for entry in batch], purpose="passage"
+            )
+            self._metrics.index_embed_cpu.observe((time.process_time() - cpu) / len(batch))
+            written += await self._index.upsert(
+                tenant_id,
+                user_id,
+                list(zip(batch, vectors, strict=True)),
+                model=self._embedder.name,
+                erasure=erasure,
+            )
+            for entry in batch:
+                self._metrics.index_entries.labels(entry.kind).inc()
+        return written

@@ -1,0 +1,188 @@
+"""Retrieval on the reply path (SPEC 5.7): what of the user's memory is relevant to the
+current message.
+
+``prepare`` runs before memory is loaded: filler ("ok", "555", "ครับ", emoji) is recognised
+without a model call and skips everything; otherwise the query's embedding starts at once,
+in a worker thread for a local model, so it overlaps the memory load. ``retrieve`` then
+reuses the topic's selection while the message stays on topic (``memory/topic.py``), or
+searches the user's index (hybrid, ``memory/hybrid_search.py``) leaving out what the window
+and the long-term bundle already show. A failure of the embedding model degrades to keyword
+search; a failure of the index to no recalled items: retrieval never fails a reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import structlog
+from opentelemetry.trace import Tracer
+
+from llm_bot.errors import LlmBotError
+from llm_bot.memory.hybrid_search import SearchQuery, Vector
+from llm_bot.memory.keyword_matching import is_filler
+from llm_bot.memory.keyword_terms import keyword_terms
+from llm_bot.memory.recall_items import SearchHit
+from llm_bot.memory.topic import (
+    RecalledRecord,
+    TopicState,
+    joined,
+    new_topic,
+    stays_on_topic,
+)
+from llm_bot.memory.working import ConversationKey
+from llm_bot.ports import Embedder, RecallIndex
+from llm_bot.telemetry.metrics import Metrics
+
+log = structlog.get_logger(__name__)
+
+Outcome = Literal["searched", "filler_skip", "topic_reuse", "off", "failed"]
+
+
+@dataclass(frozen=True)
+class RetrievalSettings:
+    min_score: float
+    topic_similarity: float
+    max_items: int
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """What ``recall`` recalled, and the conversation's topic to keep (None: unchanged)."""
+
+    outcome: Outcome
+    records: tuple[RecalledRecord, ...] = ()
+    topic: TopicState | None = None
+    seconds: float = 0.0
+
+
+NOTHING = Retrieval("off")
+
+
+class PreparedQuery:
+    """A message on its way to retrieval: its embedding may still be computing."""
+
+    def __init__(self, text: str, embedding: asyncio.Task[Vector] | None) -> None:
+        self.text = text
+        self.embedding = embedding
+        self.started = time.perf_counter()
+
+    def cancel(self) -> None:
+        if self.embedding is not None:
+            self.embedding.cancel()
+
+
+class Retriever:
+    """Searches a user's index for the current message (or decides not to)."""
+
+    def __init__(
+        self,
+        *,
+        embedder: Embedder | None,
+        index: RecallIndex,
+        settings: RetrievalSettings,
+        metrics: Metrics,
+        tracer: Tracer,
+    ) -> None:
+        self._embedder = embedder
+        self._index = index
+        self._settings = settings
+        self._metrics = metrics
+        self._tracer = tracer
+
+    def prepare(self, text: str) -> PreparedQuery | None:
+        """None for filler (nothing to search for); else the query, embedding started."""
+        if is_filler(text):
+            return None
+        task = None
+        if self._embedder is not None:
+            task = asyncio.create_task(self._embed(text))
+        return PreparedQuery(text, task)
+
+    async def _embed(self, text: str) -> Vector:
+        assert self._embedder is not None  # noqa: S101  # only started with an embedder
+        vectors = await self._embedder.embed([text], purpose="query")
+        return np.asarray(vectors[0], dtype=np.float32)
+
+    async def retrieve(
+        self,
+        query: PreparedQuery | None,
+        key: ConversationKey,
+        *,
+        exclude: Collection[str],
+        topic: TopicState | None,
+    ) -> Retrieval:
+        """The recalled records for ``query``; outcome and duration counted in metrics."""
+        with self._tracer.start_as_current_span("recall.search") as span:
+            if query is None:
+                result = Retrieval("filler_skip", topic=topic)
+            else:
+                result = await self._retrieve(query, key, exclude=exclude, topic=topic)
+            span.set_attribute("llmbot.retrieval.outcome", result.outcome)
+            span.set_attribute("llmbot.retrieval.items", len(result.records))
+        self._metrics.retrieval_searches.labels(result.outcome).inc()
+        self._metrics.retrieval_duration.labels(result.outcome).observe(result.seconds)
+        return result
+
+    async def _retrieve(
+        self,
+        query: PreparedQuery,
+        key: ConversationKey,
+        *,
+        exclude: Collection[str],
+        topic: TopicState | None,
+    ) -> Retrieval:
+        vector = await self._vector(query)
+        if (
+            vector is not None
+            and topic is not None
+            and stays_on_topic(topic, vector, self._settings.topic_similarity)
+        ):
+            kept = joined(topic, vector)
+            return Retrieval("topic_reuse", topic.selection, kept, _since(query))
+        search = SearchQuery(
+            vector=vector,
+            terms=keyword_terms(query.text),
+            exclude=frozenset(exclude),
+            limit=self._settings.max_items,
+            min_score=self._settings.min_score,
+        )
+        model = self._embedder.name if self._embedder is not None else ""
+        try:
+            hits = await self._index.search(key.tenant_id, key.user_id, search, model=model)
+        except LlmBotError as exc:
+            log.warning("retrieval.failed", code=exc.code, error=str(exc))
+            return Retrieval("failed", topic=topic, seconds=_since(query))
+        records = tuple(record_of(hit) for hit in hits)
+        kept_topic = new_topic(vector, records) if vector is not None else None
+        return Retrieval("searched", records, kept_topic, _since(query))
+
+    async def _vector(self, query: PreparedQuery) -> Vector | None:
+        if query.embedding is None:
+            return None
+        try:
+            return await query.embedding
+        except LlmBotError as exc:
+            log.warning("retrieval.embedding_failed", code=exc.code, error=str(exc))
+            return None
+
+
+def record_of(hit: SearchHit) -> RecalledRecord:
+    entry = hit.entry
+    return RecalledRecord(
+        id=entry.id,
+        text=entry.text,
+        score=round(hit.score, 6),
+        date=entry.date,
+        speaker=entry.speaker,
+        turn=entry.turn,
+        seq=entry.seq,
+    )
+
+
+def _since(query: PreparedQuery) -> float:
+    return time.perf_counter() - query.started

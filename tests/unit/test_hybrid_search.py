@@ -1,0 +1,108 @@
+"""Hybrid search over one user's index: dense + BM25 fused, exclusions, near-duplicates."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from llm_bot.memory.hybrid_search import IndexSnapshot, SearchQuery, search
+from llm_bot.memory.keyword_terms import keyword_terms
+from llm_bot.memory.recall_items import IndexEntry
+from tests.support.embeddings import hashed_vector
+
+
+def entry(entry_id: str, text: str, *, source: str | None = None) -> IndexEntry:
+    return IndexEntry(
+        id=entry_id,
+        kind="message",
+        text=text,
+        speaker="user",
+        date="2025-07-30T10:00:00+00:00",
+        conversation_id="c1",
+        turn=1,
+        seq=0,
+        source_id=source or entry_id,
+        terms=tuple(keyword_terms(text)),
+    )
+
+
+def snapshot(*texts: str) -> IndexSnapshot:
+    index = IndexSnapshot()
+    index.upsert((entry(f"e{n}", text), hashed_vector(text)) for n, text in enumerate(texts))
+    return index
+
+
+def query(text: str, **kwargs: object) -> SearchQuery:
+    return SearchQuery(vector=hashed_vector(text), terms=keyword_terms(text), **kwargs)  # type: ignore[arg-type]
+
+
+def test_relevant_entry_ranks_first() -> None:
+    """The entry sharing the query's words ranks above unrelated ones."""
+    index = snapshot("I love hiking in the mountains", "My order number is 4471", "Nice weather")
+    hits = search(index, query("what is my order number"))
+    assert hits[0].entry.text == "My order number is 4471"
+    assert 0 < hits[0].score <= 1
+
+
+def test_entry_found_by_one_ranking_alone() -> None:
+    """A keyword match below the dense minimum is still found (fusion of two rankings)."""
+    index = snapshot("the parcel 4471 left the depot", "completely unrelated words here")
+    hits = search(index, SearchQuery(vector=hashed_vector("zzz"), terms=["4471"], min_score=0.99))
+    assert [h.entry.text for h in hits] == ["the parcel 4471 left the depot"]
+    assert hits[0].dense == 0.0
+    assert hits[0].keyword > 0
+
+
+def test_dense_only_match_below_min_score_is_dropped() -> None:
+    """Without keyword overlap, an entry needs cosine >= min_score."""
+    index = snapshot("apples and oranges")
+    vector = hashed_vector("apples pears")
+    low = search(index, SearchQuery(vector=vector, terms=[], min_score=0.99))
+    high = search(index, SearchQuery(vector=vector, terms=[], min_score=0.1))
+    assert low == []
+    assert len(high) == 1
+
+
+def test_excluded_sources_never_appear() -> None:
+    """What the window already shows is left out."""
+    index = snapshot("my order number is 4471", "order 4471 shipped")
+    hits = search(index, query("order 4471", exclude={"e0"}))
+    assert [h.entry.id for h in hits] == ["e1"]
+
+
+def test_near_duplicates_collapse_into_the_better_one() -> None:
+    """The same text said twice is recalled once."""
+    index = snapshot("My order number is 4471.", "my  order number is 4471", "order shipped")
+    hits = search(index, query("order number 4471"))
+    texts = [h.entry.text for h in hits]
+    assert len([t for t in texts if "4471" in t]) == 1
+
+
+def test_limit_and_empty_index() -> None:
+    """At most ``limit`` hits; an empty index finds nothing."""
+    index = snapshot(*[f"note {n} about cats" for n in range(10)])
+    assert len(search(index, query("cats", limit=3))) == 3
+    assert search(IndexSnapshot(), query("cats")) == []
+
+
+def test_upsert_replaces_text_terms_and_vector() -> None:
+    """An entry written again with new text is found by the new text only."""
+    index = snapshot("I like tea")
+    index.upsert([(entry("e0", "I like coffee"), hashed_vector("I like coffee"))])
+    assert len(index) == 1
+    assert search(index, query("tea")) == []
+    assert [h.entry.text for h in search(index, query("coffee"))] == ["I like coffee"]
+
+
+def test_keyword_only_search_without_vector() -> None:
+    """With dense search off (no embedding), BM25 alone ranks."""
+    index = snapshot("red bicycle for sale", "blue car")
+    hits = search(index, SearchQuery(vector=None, terms=keyword_terms("bicycle")))
+    assert [h.entry.text for h in hits] == ["red bicycle for sale"]
+
+
+def test_vectors_of_another_size_match_nothing_densely() -> None:
+    """A vector of the wrong dimension is stored as zeros instead of failing."""
+    index = snapshot("alpha beta")
+    index.upsert([(entry("odd", "gamma"), np.ones(3, dtype=np.float32))])
+    hits = search(index, SearchQuery(vector=hashed_vector("gamma"), terms=[], min_score=0.1))
+    assert hits == []

@@ -1,0 +1,81 @@
+"""Index entries built from messages and long-term items."""
+
+from __future__ import annotations
+
+from llm_bot.memory.long_term import SemanticFact
+from llm_bot.memory.messages import ChatMessage
+from llm_bot.memory.recall_items import long_term_entry, message_entries, passages
+
+
+def message(content: str, *, name: str | None = None, role: str = "user") -> ChatMessage:
+    return ChatMessage(
+        id="evt1:user",
+        role=role,  # type: ignore[arg-type]
+        content=content,
+        created_at="2023-05-08T13:56:00+00:00",
+        turn=3,
+        seq=0,
+        event_id="evt1",
+        name=name,
+    )
+
+
+def test_message_entry_keeps_date_speaker_and_turn() -> None:
+    """The unit of recall carries what the prompt shows: date, speaker name, turn."""
+    (entry,) = message_entries(
+        "c1", message("I went to the support group", name="Caroline"), indexed_at=1.0
+    )
+    assert entry.id == "m:c1:evt1:user"
+    assert (entry.speaker, entry.date, entry.turn, entry.source_id) == (
+        "Caroline",
+        "2023-05-08T13:56:00+00:00",
+        3,
+        "evt1:user",
+    )
+    assert "carolin" in entry.terms
+    assert entry.embedding_text == "Caroline: I went to the support group"
+
+
+def test_filler_and_empty_messages_are_not_indexed() -> None:
+    """ "ok", "555", "ครับ" and emoji carry nothing worth recalling."""
+    for text in ("ok", "555", "ครับ", "👍", "   "):
+        assert message_entries("c1", message(text), indexed_at=0) == []
+
+
+def test_long_messages_split_into_passages() -> None:
+    """Each passage is an entry of its own with a distinct stable id."""
+    text = " ".join(f"Sentence number {n} is here." for n in range(100))
+    entries = message_entries("c1", message(text), indexed_at=0)
+    assert len(entries) > 1
+    assert len({e.id for e in entries}) == len(entries)
+    assert " ".join(e.text for e in entries) == text
+
+
+def test_passages_cut_unbroken_text() -> None:
+    """Text without sentence ends or spaces is still cut to the limit."""
+    parts = passages("x" * 2500, limit=1000)
+    assert [len(p) for p in parts] == [1000, 1000, 500]
+
+
+def test_digest_changes_with_text_only() -> None:
+    """Re-embedding is needed when the text changes, not when the time of indexing does."""
+    a = message_entries("c1", message("hello there friend"), indexed_at=1)[0]
+    b = message_entries("c1", message("hello there friend"), indexed_at=2)[0]
+    c = message_entries("c1", message("goodbye friend"), indexed_at=1)[0]
+    assert a.digest == b.digest != c.digest
+
+
+def test_long_term_fact_entry() -> None:
+    """A fact is an entry of kind facts keyed by its id; a blank one is none."""
+    fact = SemanticFact(
+        id="f1",
+        fact="Prefers delivery on weekends.",
+        confidence=0.9,
+        salience=0.7,
+        created_at="2025-01-01",
+        updated_at="2025-01-01",
+    )
+    entry = long_term_entry(fact, indexed_at=0)
+    assert entry is not None
+    assert (entry.id, entry.kind, entry.source_id) == ("l:facts:f1", "facts", "f1")
+    assert long_term_entry(fact.model_copy(update={"fact": "  "}), indexed_at=0) is None
