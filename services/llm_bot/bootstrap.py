@@ -268,18 +268,21 @@ class Service(_Running):
     consumer: EventConsumer
 
 
+def retriever_settings(settings: Settings) -> RetrievalSettings:
+    return RetrievalSettings(
+        min_score=settings.retrieval_min_score,
+        topic_similarity=settings.topic_similarity,
+        max_items=settings.retrieval_max_items,
+    )
+
+
 def retriever(base: Foundation) -> Retriever | None:
     if base.embedder is None:
         return None
-    settings = base.settings
     return Retriever(
         embedder=base.embedder,
         index=base.index,
-        settings=RetrievalSettings(
-            min_score=settings.retrieval_min_score,
-            topic_similarity=settings.topic_similarity,
-            max_items=settings.retrieval_max_items,
-        ),
+        settings=retriever_settings(base.settings),
         metrics=base.metrics,
         tracer=base.tracer,
     )

@@ -15,7 +15,7 @@ from aio_pika.exceptions import AMQPConnectionError
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.config import ConfigurationError, Settings, load_settings
 from llm_bot.contract.schema_export import stale_schemas, write_schemas
-from llm_bot.entrypoints import dlq_cli, memory_cli
+from llm_bot.entrypoints import dlq_cli, memory_cli, recall_cli
 from llm_bot.entrypoints.demo import run_demo
 from llm_bot.entrypoints.run import run_consumer
 from llm_bot.entrypoints.startup import DependencyUnavailable
@@ -45,7 +45,18 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--user", required=True)
     show.add_argument("--conversation", required=True)
     show.add_argument("--json", action="store_true", help="print JSON instead of text")
+    show.add_argument(
+        "--query", metavar="TEXT", help="list what TEXT, sent now, would recall (retrieval)"
+    )
     forget.add_argument("--conversation", default="*", help="one conversation (default: all)")
+    reindex = memory_commands.add_parser(
+        "reindex", help="build the retrieval index for memory recorded before it existed"
+    )
+    reindex.add_argument("--tenant", help="only this tenant (default: every tenant)")
+    reindex.add_argument("--user", help="only this user (needs --tenant)")
+    reindex.add_argument(
+        "--rebuild", action="store_true", help="drop and rebuild (after changing the model)"
+    )
 
     dlq = commands.add_parser("dlq", help="list or replay dead-lettered events")
     _add_dlq_actions(dlq)
@@ -104,17 +115,38 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
     elif args.command == "dlq":
         return _dlq(args, settings)
     elif args.command == "memory":
-        if args.memory_command == "show":
-            data = asyncio.run(memory_cli.show_memory(settings, _key(args)))
-            text = json.dumps(data, indent=2, ensure_ascii=False) if args.json else None
-            print(text or memory_cli.render_memory(data))
-        else:
-            if args.conversation != "*":
-                _key(args)
-            deleted = asyncio.run(
-                memory_cli.forget_memory(settings, args.tenant, args.user, args.conversation)
+        return _memory(args, settings)
+    return 0
+
+
+def _memory(args: argparse.Namespace, settings: Settings) -> int:
+    if args.memory_command == "show" and args.query is not None:
+        hits = asyncio.run(recall_cli.show_recall(settings, _key(args), args.query))
+        print(
+            json.dumps(hits, indent=2, ensure_ascii=False)
+            if args.json
+            else recall_cli.render_recall(hits)
+        )
+    elif args.memory_command == "show":
+        data = asyncio.run(memory_cli.show_memory(settings, _key(args)))
+        text = json.dumps(data, indent=2, ensure_ascii=False) if args.json else None
+        print(text or memory_cli.render_memory(data))
+    elif args.memory_command == "reindex":
+        if args.user and not args.tenant:
+            raise ConfigurationError("memory reindex: --user needs --tenant")
+        written = asyncio.run(
+            recall_cli.reindex(
+                settings, tenant_id=args.tenant, user_id=args.user, rebuild=args.rebuild
             )
-            print(f"erased {deleted} keys")
+        )
+        print(f"wrote {written} index entries")
+    else:
+        if args.conversation != "*":
+            _key(args)
+        deleted = asyncio.run(
+            memory_cli.forget_memory(settings, args.tenant, args.user, args.conversation)
+        )
+        print(f"erased {deleted} keys")
     return 0
 
 

@@ -143,6 +143,11 @@ DETAILS = (
     "I am also looking at a {c} {q} from the same brand.",
 )  # fmt: skip
 COLORS = ("white", "black", "green", "blue", "grey", "red")
+ASK_FACTS = (
+    "Before I order: can you remind me of my name, the language I speak at home, my order "
+    "number, when I prefer delivery, and my budget?"
+)
+"""The last message with ``--ask-facts``: retrieval can only help when the message asks."""
 
 
 def _count(text: str) -> int:
@@ -165,8 +170,9 @@ def _message(rng: random.Random, lead: str = "") -> str:
             return text
 
 
-def conversation(turns: int, seed: int) -> list[str]:
-    """The user messages of one conversation; the planted facts at their fixed turns."""
+def conversation(turns: int, seed: int, *, ask_facts: bool = False) -> list[str]:
+    """The user messages of one conversation; the planted facts at their fixed turns; with
+    ``ask_facts`` the last message asks about them (:data:`ASK_FACTS`)."""
     rng = random.Random(seed)
     planted = {fact.turn: fact for fact in FACTS}
     messages = []
@@ -176,6 +182,8 @@ def conversation(turns: int, seed: int) -> list[str]:
         if fact is None and any(f.marker.search(text) for f in FACTS):
             raise AssertionError(f"filler of turn {turn} contains a planted marker: {text}")
         messages.append(text)
+    if ask_facts:
+        messages[-1] = ASK_FACTS
     return messages
 
 
@@ -530,10 +538,11 @@ async def run(args: argparse.Namespace) -> None:
 
 
 async def one_length(urls: ServiceUrls, turns: int, args: argparse.Namespace) -> None:
-    messages = conversation(turns, args.seed)
+    messages = conversation(turns, args.seed, ask_facts=args.ask_facts)
     sizes = [_count(m) for m in messages]
     print(
-        f"\n# {turns}-turn conversation (seed {args.seed}): user messages "
+        f"\n# {turns}-turn conversation (seed {args.seed}"
+        f"{', last message asks about the facts' if args.ask_facts else ''}): user messages "
         f"{min(sizes)}-{max(sizes)} tokens, mean {sum(sizes) / len(sizes):.1f}",
         flush=True,
     )
@@ -548,6 +557,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--turns", type=int, nargs="+", default=[100, 1000])
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--ask-facts", action="store_true", help="the last message asks about the planted facts"
+    )
     parser.add_argument("--max-context-tokens", type=int, default=5280)
     parser.add_argument("--max-output-tokens", type=int, default=1024)
     parser.add_argument("--settle-every", type=int, default=10)

@@ -97,6 +97,28 @@ class RedisKeys:
         """The keys holding one conversation's memory (not its dedupe records)."""
         return (self.working_memory(key), self.conversation_meta(key), self.raw_trace(key))
 
+    def conversation_meta_pattern(self, tenant_id: str | None, user_id: str | None) -> str:
+        """SCAN pattern of the conversations' meta keys of one user, one tenant (user None)
+        or everyone (both None); :meth:`parse_conversation_meta` reads the ids back."""
+        if tenant_id is None:
+            return f"{self.prefix}:{{*}}:meta:*"
+        tenant = _checked(tenant_id, "tenant_id")
+        user = "*" if user_id is None else _checked(user_id, "user_id")
+        return f"{self.prefix}:{{{tenant}|{user}}}:meta:*"
+
+    def parse_conversation_meta(self, name: str) -> ConversationKey | None:
+        """The conversation of a meta key built here (None for any other name)."""
+        head = f"{self.prefix}:{{"
+        if not name.startswith(head) or "}:meta:" not in name:
+            return None
+        scope, conversation = name[len(head) :].split("}:meta:", 1)
+        tenant, _, user = scope.partition("|")
+        key = ConversationKey(tenant, user, conversation)
+        try:
+            return key if self.conversation_meta(key) == name else None
+        except ValueError:
+            return None
+
     def user_pattern(self, tenant_id: str, user_id: str) -> str:
         """SCAN pattern matching every key of one user in one tenant, and nothing else."""
         return f"{self.user_scope(tenant_id, user_id)}:*"

