@@ -129,7 +129,7 @@ class LocalEmbedder:
         loop = asyncio.get_running_loop()
         try:
             vectors: Matrix = await loop.run_in_executor(self._executor, encode, list(texts))
-        except Exception as exc:  # noqa: BLE001  # onnxruntime raises its own types; one family here
+        except Exception as exc:  # onnxruntime raises its own types: one family here
             raise EmbeddingUnavailable(f"local embedding failed: {type(exc).__name__}") from exc
         return vectors
 
