@@ -16,13 +16,14 @@ whose text repeats one ranked higher (same normalised text, or cosine >= ``NEAR_
 collapses into it.
 
 An index that ranks elsewhere (a vector engine's dense search, ``qdrant_recall_index.py``)
-reuses the pieces: :func:`bm25`, :func:`rank`, :func:`fuse` and :func:`collapse`, so every
+reuses the pieces: :func:`bm25_scores`, :func:`rank`, :func:`fuse` and :func:`collapse`, so every
 index fuses the same way.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -169,6 +170,27 @@ def bm25(tf: Vector, lengths: Vector, df: int, count: int, average: float) -> Ve
     idf = math.log(1 + (count - df + 0.5) / (df + 0.5))
     norm = BM25_K1 * (1 - BM25_B + BM25_B * lengths / average)
     return (idf * tf * (BM25_K1 + 1) / (tf + norm)).astype(np.float32, copy=False)
+
+
+def bm25_scores(
+    documents: Sequence[Sequence[str]], terms: Sequence[str], *, count: int, average: float
+) -> Vector:
+    """BM25 of ``documents`` (keyword terms of entries) for ``terms`` (a repeated query
+    term counts once), in an index of ``count`` entries of ``average`` length where the
+    entries holding a query term are all among ``documents``: what an index that keeps
+    the terms elsewhere fetched for a query."""
+    scores = np.zeros(len(documents), dtype=np.float32)
+    wanted = dict.fromkeys(terms)
+    postings: dict[str, list[tuple[int, int]]] = {}
+    for row, document in enumerate(documents):
+        for term, frequency in Counter(t for t in document if t in wanted).items():
+            postings.setdefault(term, []).append((row, frequency))
+    lengths = np.fromiter((len(d) for d in documents), dtype=np.float32, count=len(documents))
+    for posting in postings.values():
+        rows = np.fromiter((row for row, _ in posting), dtype=np.int64, count=len(posting))
+        tf = np.fromiter((f for _, f in posting), dtype=np.float32, count=len(posting))
+        scores[rows] += bm25(tf, lengths[rows], len(posting), count, average or 1.0)
+    return scores
 
 
 def rank(scores: Vector, keep: npt.NDArray[np.bool_], depth: int) -> list[int]:
