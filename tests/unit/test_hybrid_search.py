@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from llm_bot.memory.hybrid_search import IndexSnapshot, SearchQuery, search
+from llm_bot.memory.hybrid_search import IndexSnapshot, SearchQuery, bm25_scores, search
 from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.recall_items import IndexEntry
 from tests.support.embeddings import hashed_vector
@@ -106,3 +107,19 @@ def test_vectors_of_another_size_match_nothing_densely() -> None:
     index.upsert([(entry("odd", "gamma"), np.ones(3, dtype=np.float32))])
     hits = search(index, SearchQuery(vector=hashed_vector("gamma"), terms=[], min_score=0.1))
     assert hits == []
+
+
+def test_bm25_over_fetched_entries_is_the_snapshot_bm25() -> None:
+    """BM25 over the entries holding a query term, with the index's count and average
+    length, scores them as the snapshot does."""
+    index = snapshot("cats and more cats", "birds fly south", "my cat sleeps", "the dog and a cat")
+    terms = keyword_terms("cat dog cat")
+    lengths = [len(e.terms) for e in index.entries]
+    holders = [n for n, e in enumerate(index.entries) if set(e.terms) & set(terms)]
+    fetched = bm25_scores(
+        [index.entries[n].terms for n in holders],
+        terms,
+        count=len(index),
+        average=sum(lengths) / len(lengths),
+    )
+    assert fetched == pytest.approx(index.keyword_scores(terms)[holders])

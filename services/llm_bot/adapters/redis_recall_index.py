@@ -242,8 +242,21 @@ class RedisRecallIndex:
             raise MemoryUnavailable(f"redis index write failed: {type(exc).__name__}") from exc
 
     async def forget_conversation(self, key: ConversationKey) -> int:
-        ids = await self.digests(key.tenant_id, key.user_id, f"m:{key.conversation_id}:")
-        return await self.remove(key.tenant_id, key.user_id, list(ids))
+        """The entries of its messages, told by their conversation, not by id prefix alone:
+        ids may hold ``:``, so ``m:c1:`` also starts the ids of conversation ``c1:x``."""
+        ids: list[str] = []
+        try:
+            async for name, raw in self._redis.hscan_iter(
+                self._key(key.tenant_id, key.user_id, "doc"),
+                match=f"m:{key.conversation_id}:*",
+                count=500,
+            ):
+                doc = json.loads(raw)
+                if doc["k"] == "message" and doc["c"] == key.conversation_id:
+                    ids.append(_text(name))
+        except RedisError as exc:
+            raise MemoryUnavailable(f"redis index read failed: {type(exc).__name__}") from exc
+        return await self.remove(key.tenant_id, key.user_id, ids)
 
     async def forget_user(self, tenant_id: str, user_id: str) -> int:
         names = [self._key(tenant_id, user_id, part) for part in ("meta", "doc", "vec", "seq")]

@@ -14,11 +14,16 @@ cosine and a BM25 score. The fused score is scaled to [0, 1] (1 = first in both)
 Entries whose ``source_id`` is excluded (already in the window) never appear; an entry
 whose text repeats one ranked higher (same normalised text, or cosine >= ``NEAR_DUPLICATE``)
 collapses into it.
+
+An index that ranks elsewhere (a vector engine's dense search, ``qdrant_recall_index.py``)
+reuses the pieces: :func:`bm25_scores`, :func:`rank`, :func:`fuse` and :func:`collapse`, so every
+index fuses the same way.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -144,15 +149,13 @@ class IndexSnapshot:
             return scores
         lengths = np.asarray(self._lengths, dtype=np.float32)
         average = float(lengths.mean()) or 1.0
-        norm = BM25_K1 * (1 - BM25_B + BM25_B * lengths / average)
         for term in dict.fromkeys(terms):
             posting = self._postings.get(term)
             if not posting:
                 continue
             rows = np.fromiter(posting.keys(), dtype=np.int64, count=len(posting))
             tf = np.fromiter(posting.values(), dtype=np.float32, count=len(posting))
-            idf = math.log(1 + (count - len(posting) + 0.5) / (len(posting) + 0.5))
-            scores[rows] += idf * tf * (BM25_K1 + 1) / (tf + norm[rows])
+            scores[rows] += bm25(tf, lengths[rows], len(posting), count, average)
         return scores
 
     def vector(self, entry_id: str) -> Vector | None:
@@ -160,13 +163,101 @@ class IndexSnapshot:
         return None if row is None else self._matrix[row]
 
 
-def _ranking(scores: Vector, keep: npt.NDArray[np.bool_], depth: int) -> list[int]:
+def bm25(tf: Vector, lengths: Vector, df: int, count: int, average: float) -> Vector:
+    """One query term's BM25 contribution to the entries that hold it ``tf`` times, among
+    ``count`` entries (``df`` of them holding it) of ``lengths`` terms, ``average`` on
+    average."""
+    idf = math.log(1 + (count - df + 0.5) / (df + 0.5))
+    norm = BM25_K1 * (1 - BM25_B + BM25_B * lengths / average)
+    return (idf * tf * (BM25_K1 + 1) / (tf + norm)).astype(np.float32, copy=False)
+
+
+def bm25_scores(
+    documents: Sequence[Sequence[str]], terms: Sequence[str], *, count: int, average: float
+) -> Vector:
+    """BM25 of ``documents`` (keyword terms of entries) for ``terms`` (a repeated query
+    term counts once), in an index of ``count`` entries of ``average`` length where the
+    entries holding a query term are all among ``documents``: what an index that keeps
+    the terms elsewhere fetched for a query."""
+    scores = np.zeros(len(documents), dtype=np.float32)
+    wanted = dict.fromkeys(terms)
+    postings: dict[str, list[tuple[int, int]]] = {}
+    for row, document in enumerate(documents):
+        for term, frequency in Counter(t for t in document if t in wanted).items():
+            postings.setdefault(term, []).append((row, frequency))
+    lengths = np.fromiter((len(d) for d in documents), dtype=np.float32, count=len(documents))
+    for posting in postings.values():
+        rows = np.fromiter((row for row, _ in posting), dtype=np.int64, count=len(posting))
+        tf = np.fromiter((f for _, f in posting), dtype=np.float32, count=len(posting))
+        scores[rows] += bm25(tf, lengths[rows], len(posting), count, average or 1.0)
+    return scores
+
+
+def rank(scores: Vector, keep: npt.NDArray[np.bool_], depth: int) -> list[int]:
     """Rows with ``keep`` set, best score first (ties: lower row first), at most ``depth``."""
     rows = np.flatnonzero(keep)
     if rows.size == 0:
         return []
     order = np.lexsort((rows, -scores[rows]))
     return [int(r) for r in rows[order][:depth]]
+
+
+def fuse(rankings: Sequence[Sequence[int]]) -> list[tuple[int, float]]:
+    """Reciprocal rank fusion of ``rankings`` (rows, best first): (row, fused score scaled
+    to (0, 1], 1 = first in every ranking), best first, ties by lower row."""
+    fused: dict[int, float] = {}
+    for ranking in rankings:
+        for position, row in enumerate(ranking, start=1):
+            fused[row] = fused.get(row, 0.0) + 1.0 / (RRF_K + position)
+    best = len(rankings) / (RRF_K + 1)
+    ordered = sorted(fused.items(), key=lambda item: (-item[1], item[0]))
+    return [(row, min(1.0, score / best)) for row, score in ordered]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A fused entry on its way to becoming a hit: its scaled fused score, cosine with the
+    query (0 when not computed), BM25 score and unit embedding (None when unknown)."""
+
+    entry: IndexEntry
+    score: float
+    dense: float
+    keyword: float
+    vector: Vector | None
+
+
+def collapse(candidates: Iterable[Candidate], query: SearchQuery) -> list[SearchHit]:
+    """Hits from fused candidates (best first), at most ``query.limit``: a candidate whose
+    normalised text repeats a kept one, or (dense search on) whose embedding has cosine >=
+    ``NEAR_DUPLICATE`` with a kept one, is left out. Reads ``candidates`` only as far as
+    it needs, and the hits of a prefix of them are a prefix of the hits of all."""
+    hits: list[SearchHit] = []
+    if query.limit <= 0:
+        return hits
+    kept_texts: set[str] = set()
+    kept_vectors: list[Vector] = []
+    for candidate in candidates:
+        text = normalise(candidate.entry.text)
+        vector = candidate.vector
+        if text in kept_texts or (
+            vector is not None
+            and any(float(vector @ other) >= NEAR_DUPLICATE for other in kept_vectors)
+        ):
+            continue
+        kept_texts.add(text)
+        if vector is not None and query.vector is not None:
+            kept_vectors.append(vector)
+        hits.append(
+            SearchHit(
+                entry=candidate.entry,
+                score=candidate.score,
+                dense=candidate.dense if candidate.dense >= query.min_score else 0.0,
+                keyword=candidate.keyword,
+            )
+        )
+        if len(hits) >= query.limit:
+            break
+    return hits
 
 
 def search(snapshot: IndexSnapshot, query: SearchQuery) -> list[SearchHit]:
@@ -183,40 +274,19 @@ def search(snapshot: IndexSnapshot, query: SearchQuery) -> list[SearchHit]:
     rankings: list[list[int]] = []
     if query.vector is not None:
         dense = snapshot.dense_scores(query.vector)
-        rankings.append(
-            _ranking(dense, allowed & (dense >= query.min_score), CANDIDATES_PER_RANKING)
-        )
+        rankings.append(rank(dense, allowed & (dense >= query.min_score), CANDIDATES_PER_RANKING))
     keyword = snapshot.keyword_scores(query.terms)
-    rankings.append(_ranking(keyword, allowed & (keyword > 0), CANDIDATES_PER_RANKING))
-    fused: dict[int, float] = {}
-    for ranking in rankings:
-        for rank, row in enumerate(ranking, start=1):
-            fused[row] = fused.get(row, 0.0) + 1.0 / (RRF_K + rank)
-    best = len(rankings) / (RRF_K + 1)
-    ordered = sorted(fused.items(), key=lambda item: (-item[1], item[0]))
-    hits: list[SearchHit] = []
-    kept_texts: set[str] = set()
-    kept_vectors: list[Vector] = []
-    for row, score in ordered:
-        entry = snapshot.entries[row]
-        text = normalise(entry.text)
-        vector = snapshot.vector(entry.id)
-        if text in kept_texts or (
-            vector is not None
-            and any(float(vector @ other) >= NEAR_DUPLICATE for other in kept_vectors)
-        ):
-            continue
-        kept_texts.add(text)
-        if vector is not None and query.vector is not None:
-            kept_vectors.append(vector)
-        hits.append(
-            SearchHit(
-                entry=entry,
-                score=min(1.0, score / best),
-                dense=float(dense[row]) if dense[row] >= query.min_score else 0.0,
+    rankings.append(rank(keyword, allowed & (keyword > 0), CANDIDATES_PER_RANKING))
+    return collapse(
+        (
+            Candidate(
+                entry=snapshot.entries[row],
+                score=score,
+                dense=float(dense[row]),
                 keyword=float(keyword[row]),
+                vector=snapshot.vector(snapshot.entries[row].id),
             )
-        )
-        if len(hits) >= query.limit:
-            break
-    return hits
+            for row, score in fuse(rankings)
+        ),
+        query,
+    )

@@ -1,0 +1,315 @@
+"""The retrieval index in Qdrant (SPEC 5.7): the scale path behind ``QDRANT_URL``.
+
+One collection (``llmbot_recall``, created with the size of the first vectors written,
+cosine) holds every user's entries, one point each (``qdrant_points.py``); every request
+is filtered by tenant and user.
+
+Search ranks as ``RedisRecallIndex`` does, with the pieces of ``hybrid_search.py``, but the
+vectors stay in Qdrant: its cosine search over the user's points of the query's model (at
+or above the minimum, exclusions filtered out) is the dense ranking. The keyword ranking
+is BM25 here over the user's points holding any query term (their terms fetched, nothing
+else); the user's entry count and average length come from a facet over ``doc_length``,
+so the statistics are the user's own, as in Redis. The two are fused by the same RRF, and
+texts and vectors are fetched for the head of the fused ranking only, as far as the
+near-duplicate collapse reads. (A term every entry holds, the speaker's name, makes the
+keyword fetch read every entry's terms: the price of exact per-user BM25.)
+
+Qdrant cannot check the user's erasure mark inside a write as the Redis scripts do: a write
+reads the generation before and after writing, and when it changed (or the second read
+failed) deletes what it wrote and raises; the job runs again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+
+import httpx
+import numpy as np
+import redis.asyncio as aioredis
+from qdrant_client import AsyncQdrantClient
+from qdrant_client.common.client_exceptions import QdrantException
+from qdrant_client.http.exceptions import ApiException
+from qdrant_client.http.models import models as qm
+from redis.exceptions import RedisError
+
+from llm_bot.adapters.qdrant_points import (
+    COLLECTION,
+    Collection,
+    entry_of,
+    field_in,
+    field_is,
+    has_id,
+    of_user,
+    payload,
+    point_id,
+)
+from llm_bot.adapters.redis_erasure import generation
+from llm_bot.adapters.redis_keys import RedisKeys
+from llm_bot.config import Settings
+from llm_bot.errors import ErasedMeanwhile, IndexModelMismatch, MemoryUnavailable
+from llm_bot.memory.hybrid_search import (
+    CANDIDATES_PER_RANKING,
+    Candidate,
+    SearchQuery,
+    Vector,
+    bm25_scores,
+    collapse,
+    fuse,
+    rank,
+    unit,
+)
+from llm_bot.memory.recall_items import IndexEntry, SearchHit
+from llm_bot.memory.working import ConversationKey
+
+_FACET_LIMIT = 4096
+"""Distinct entry lengths read for the average length (a passage has ~800 terms at most)."""
+_FAILURES = (ApiException, QdrantException, httpx.HTTPError)
+Details = dict[str, tuple[IndexEntry, Vector | None]]
+
+
+@contextlib.contextmanager
+def _translated(action: str) -> Iterator[None]:
+    try:
+        yield
+    except _FAILURES as exc:
+        raise MemoryUnavailable(f"qdrant index {action} failed: {type(exc).__name__}") from exc
+
+
+class QdrantRecallIndex:
+    """The ``RecallIndex`` port on Qdrant; erasure marks are read from Redis."""
+
+    def __init__(
+        self,
+        *,
+        client: AsyncQdrantClient,
+        redis: aioredis.Redis,
+        keys: RedisKeys,
+        collection: str = COLLECTION,
+    ) -> None:
+        self._points = Collection(client, collection)
+        self._client = client
+        self._name = collection
+        self._redis = redis
+        self._keys = keys
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def upsert(
+        self,
+        tenant_id: str,
+        user_id: str,
+        entries: Sequence[tuple[IndexEntry, Vector]],
+        *,
+        model: str,
+        erasure: str,
+    ) -> int:
+        if not entries:
+            return 0
+        await self._check_mark(tenant_id, user_id, erasure)
+        latest = {point_id(tenant_id, user_id, e.id): (e, v) for e, v in entries}
+        with _translated("write"):
+            size = await self._points.prepare(len(entries[0][1]))
+            if any(len(vector) != size for _, vector in entries):
+                raise IndexModelMismatch("the index holds vectors of another size (reindex)")
+            other = of_user(tenant_id, user_id, must_not=[field_is("model", model)])
+            if (await self._client.scroll(self._name, other, limit=1, with_payload=False))[0]:
+                raise IndexModelMismatch(
+                    "the user's index holds another embedding model's vectors (llm-bot memory reindex)"
+                )
+            mine = of_user(tenant_id, user_id, has_id([*latest]))
+            stored = await self._points.scroll(mine, fields=["digest"])
+            digests = {str(r.id): (r.payload or {}).get("digest") for r in stored}
+            changed = [p for p, (e, _) in latest.items() if digests.get(p) != e.digest]
+            if not changed:
+                return 0
+            points = [
+                qm.PointStruct(
+                    id=p,
+                    vector=unit(latest[p][1]).tolist(),
+                    payload=payload(tenant_id, user_id, latest[p][0], model),
+                )
+                for p in changed
+            ]
+            try:
+                await self._client.upsert(self._name, points, wait=True)
+                await self._check_mark(tenant_id, user_id, erasure)
+            except Exception:
+                # maybe written after an erasure's delete: take it back, the job writes again
+                with contextlib.suppress(*_FAILURES):
+                    await self._points.delete(of_user(tenant_id, user_id, has_id(changed)))
+                raise
+        return len(changed)
+
+    async def digests(self, tenant_id: str, user_id: str, prefix: str) -> dict[str, str]:
+        head = prefix[: prefix.rfind(":") + 1]
+        scope = [field_is("id_prefixes", head)] if head else []
+        with _translated("read"):
+            if await self._points.size() is None:
+                return {}
+            selected = of_user(tenant_id, user_id, *scope)
+            records = await self._points.scroll(selected, fields=["id", "digest"])
+        found = [r.payload or {} for r in records]
+        return {f["id"]: f["digest"] for f in found if str(f["id"]).startswith(prefix)}
+
+    async def remove(self, tenant_id: str, user_id: str, entry_ids: Sequence[str]) -> int:
+        if not entry_ids:
+            return 0
+        ids = list(dict.fromkeys(point_id(tenant_id, user_id, e) for e in entry_ids))
+        return await self._forget(of_user(tenant_id, user_id, has_id(ids)))
+
+    async def forget_conversation(self, key: ConversationKey) -> int:
+        messages = (field_is("kind", "message"), field_is("conversation_id", key.conversation_id))
+        return await self._forget(of_user(key.tenant_id, key.user_id, *messages))
+
+    async def forget_user(self, tenant_id: str, user_id: str) -> int:
+        return await self._forget(of_user(tenant_id, user_id))
+
+    async def count(self, tenant_id: str, user_id: str) -> int:
+        with _translated("read"):
+            if await self._points.size() is None:
+                return 0
+            return await self._points.count(of_user(tenant_id, user_id))
+
+    async def search(
+        self, tenant_id: str, user_id: str, query: SearchQuery, *, model: str
+    ) -> list[SearchHit]:
+        """The user's entries relevant to ``query``, ranked as ``hybrid_search.search``
+        ranks them. Vectors of another model are not compared: keyword search only."""
+        with _translated("search"):
+            size = await self._points.size()
+            if size is None or query.limit <= 0:
+                return []
+            return await self._search(tenant_id, user_id, query, model=model, size=size)
+
+    async def _search(
+        self, tenant_id: str, user_id: str, query: SearchQuery, *, model: str, size: int
+    ) -> list[SearchHit]:
+        vector = None if query.vector is None else unit(query.vector)
+        sized = vector if vector is not None and vector.size == size else None
+        dense_hits, (by_keyword, models) = await asyncio.gather(
+            self._dense(tenant_id, user_id, query, model, sized),
+            self._keyword(tenant_id, user_id, query),
+        )
+        ids = list(dict.fromkeys([str(p.id) for p in dense_hits] + list(by_keyword)))
+        dense = np.zeros(len(ids), dtype=np.float32)
+        dense[: len(dense_hits)] = [p.score for p in dense_hits]
+        found = np.arange(len(ids)) < len(dense_hits)
+        keyword = np.fromiter((by_keyword.get(p, 0.0) for p in ids), np.float32, len(ids))
+        rankings = [rank(keyword, keyword > 0, CANDIDATES_PER_RANKING)]
+        if vector is not None and (dense_hits or model in models):
+            rankings.insert(0, rank(dense, found, CANDIDATES_PER_RANKING))
+        else:  # dense search off, or the user's vectors are another model's
+            query, sized = replace(query, vector=None), None
+        fused = fuse(rankings)
+        details: Details = {}
+
+        def candidate(row: int, score: float) -> Candidate:
+            entry, stored = details[ids[row]]
+            cosine = float(dense[row])
+            if not found[row] and sized is not None and stored is not None:
+                cosine = float(stored @ sized)  # below the minimum, or beyond the dense depth
+            return Candidate(entry, score, cosine, float(keyword[row]), stored)
+
+        head = 0
+        while True:  # the hits of a head are the head of the hits: read on only if needed
+            head = min(len(fused), max(2 * query.limit, 2 * head))
+            wanted = [ids[row] for row, _ in fused[:head] if ids[row] not in details]
+            details.update(
+                await self._details(tenant_id, user_id, wanted, query.vector is not None)
+            )
+            heading = (candidate(row, s) for row, s in fused[:head] if ids[row] in details)
+            hits = collapse(heading, query)
+            if len(hits) >= query.limit or head == len(fused):
+                return hits
+
+    async def _dense(
+        self, tenant_id: str, user_id: str, query: SearchQuery, model: str, vector: Vector | None
+    ) -> list[qm.ScoredPoint]:
+        if vector is None:
+            return []
+        excluded = [field_in("source_id", [*query.exclude])] if query.exclude else None
+        response = await self._client.query_points(
+            self._name,
+            query=vector.tolist(),
+            query_filter=of_user(tenant_id, user_id, field_is("model", model), must_not=excluded),
+            limit=CANDIDATES_PER_RANKING,
+            score_threshold=query.min_score,
+        )
+        return response.points
+
+    async def _keyword(
+        self, tenant_id: str, user_id: str, query: SearchQuery
+    ) -> tuple[dict[str, float], set[str]]:
+        """BM25 of the user's points holding a query term (0 for excluded sources), by point
+        id, with the user's entry count and average length; and those points' models."""
+        terms = list(dict.fromkeys(query.terms))
+        if not terms:
+            return {}, set()
+        user = of_user(tenant_id, user_id)
+        holders, lengths = await asyncio.gather(
+            self._points.scroll(
+                of_user(tenant_id, user_id, field_in("terms", terms)),
+                fields=["terms", "source_id", "model"],
+            ),
+            self._client.facet(self._name, "doc_length", user, _FACET_LIMIT, exact=True),
+        )
+        count = sum(hit.count for hit in lengths.hits)
+        average = sum(int(hit.value) * hit.count for hit in lengths.hits) / (count or 1)
+        fields = [r.payload or {} for r in holders]
+        scores = bm25_scores([f["terms"] for f in fields], terms, count=count, average=average)
+        return {
+            str(r.id): 0.0 if f["source_id"] in query.exclude else float(score)
+            for r, f, score in zip(holders, fields, scores, strict=True)
+        }, {f["model"] for f in fields}
+
+    async def _details(
+        self, tenant_id: str, user_id: str, ids: list[str], vectors: bool
+    ) -> Details:
+        """Entries of the points ``ids``, with their unit vectors when ``vectors``."""
+        if not ids:
+            return {}
+        records = await self._points.scroll(
+            of_user(tenant_id, user_id, has_id(ids)), vectors=vectors
+        )
+        return {
+            str(r.id): (
+                entry_of(r.payload or {}),
+                unit(np.asarray(r.vector, np.float32)) if isinstance(r.vector, list) else None,
+            )
+            for r in records
+        }
+
+    async def _forget(self, selected: qm.Filter) -> int:
+        with _translated("delete"):
+            if await self._points.size() is None:
+                return 0
+            count = await self._points.count(selected)
+            if count:
+                await self._points.delete(selected)
+            return count
+
+    async def _check_mark(self, tenant_id: str, user_id: str, erasure: str) -> None:
+        try:
+            mark = await self._redis.hgetall(self._keys.erasure(tenant_id, user_id))
+        except RedisError as exc:
+            raise MemoryUnavailable(f"redis read failed: {type(exc).__name__}") from exc
+        if generation(mark) != erasure:
+            raise ErasedMeanwhile("index write refused: the user was erased meanwhile")
+
+
+def qdrant_recall_index(settings: Settings, redis_client: aioredis.Redis) -> QdrantRecallIndex:
+    """The index on the Qdrant at ``QDRANT_URL``, reading erasure marks from ``redis_client``."""
+    key = settings.qdrant_api_key
+    return QdrantRecallIndex(
+        client=AsyncQdrantClient(
+            url=settings.qdrant_url,
+            api_key=key.get_secret_value() if key else None,
+            check_compatibility=False,  # the check would connect while the service is wired
+        ),
+        redis=redis_client,
+        keys=RedisKeys(prefix=settings.redis_key_prefix),
+    )

@@ -1,0 +1,110 @@
+"""What only the Qdrant index has to get right beyond the contract: an erasure that starts
+while it writes (it cannot check the mark atomically), Qdrant failures as
+``MemoryUnavailable``, and the factory behind ``QDRANT_URL``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+from qdrant_client import AsyncQdrantClient
+
+from llm_bot.adapters.qdrant_recall_index import QdrantRecallIndex
+from llm_bot.adapters.redis_erasure import ErasureMarks
+from llm_bot.adapters.redis_keys import RedisKeys
+from llm_bot.bootstrap import recall_index
+from llm_bot.config import Settings
+from llm_bot.errors import ErasedMeanwhile, MemoryUnavailable
+from llm_bot.memory.hybrid_search import SearchQuery
+from llm_bot.memory.keyword_terms import keyword_terms
+from llm_bot.memory.recall_items import IndexEntry
+from tests.support.embeddings import hashed_vector
+from tests.support.events import new_id
+from tests.support.harness import TEST_KEY_PREFIX
+from tests.support.services import ServiceUrls
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning"),
+]
+
+KEYS = RedisKeys(prefix=TEST_KEY_PREFIX)
+ENTRY = IndexEntry(
+    id="m:c1:e1",
+    kind="message",
+    text="I adopted a cat named Biscuit",
+    speaker="Caroline",
+    date="2023-05-08T10:00:00+00:00",
+    conversation_id="c1",
+    turn=1,
+    seq=0,
+    source_id="e1",
+    terms=tuple(keyword_terms("Caroline I adopted a cat named Biscuit")),
+)
+
+
+class ErasingClient(AsyncQdrantClient):
+    """Runs ``before_upsert`` (an erasure starting) just before each upsert lands."""
+
+    before_upsert: Callable[[], Any] | None = None
+
+    async def upsert(self, *args: Any, **kwargs: Any) -> Any:
+        if self.before_upsert is not None:
+            await self.before_upsert()
+        return await super().upsert(*args, **kwargs)
+
+
+@pytest.fixture
+async def redis_client(service_urls: ServiceUrls) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.from_url(service_urls.redis_url)
+    yield client
+    await client.aclose()
+
+
+async def test_erasure_starting_during_the_write_takes_the_write_back(
+    redis_client: aioredis.Redis,
+) -> None:
+    """The mark changed between the check before and the check after: nothing stays."""
+    client = ErasingClient(location=":memory:")
+    index = QdrantRecallIndex(client=client, redis=redis_client, keys=KEYS)
+    tenant, user = new_id("t"), new_id("u")
+    marks = ErasureMarks(client=redis_client, keys=KEYS)
+
+    async def erasure_begins() -> None:
+        await marks.begin(tenant, user)
+
+    client.before_upsert = erasure_begins
+    with pytest.raises(ErasedMeanwhile):
+        await index.upsert(
+            tenant, user, [(ENTRY, hashed_vector(ENTRY.text))], model="m", erasure=""
+        )
+    assert await index.count(tenant, user) == 0
+    await index.aclose()
+
+
+async def test_qdrant_failures_are_memory_unavailable(redis_client: aioredis.Redis) -> None:
+    """A Qdrant that cannot be reached fails reads and writes as retryable MemoryUnavailable."""
+    client = AsyncQdrantClient(url="http://127.0.0.1:9", timeout=1, check_compatibility=False)
+    index = QdrantRecallIndex(client=client, redis=redis_client, keys=KEYS)
+    tenant, user = new_id("t"), new_id("u")
+    with pytest.raises(MemoryUnavailable):
+        await index.search(tenant, user, SearchQuery(vector=None, terms=["cat"]), model="m")
+    with pytest.raises(MemoryUnavailable):
+        await index.upsert(
+            tenant, user, [(ENTRY, hashed_vector(ENTRY.text))], model="m", erasure=""
+        )
+    with pytest.raises(MemoryUnavailable):
+        await index.forget_user(tenant, user)
+    await index.aclose()
+
+
+async def test_qdrant_url_selects_the_qdrant_index(
+    make_settings: Callable[..., Settings], redis_client: aioredis.Redis
+) -> None:
+    """With QDRANT_URL set the wiring builds the Qdrant index, without connecting."""
+    settings = make_settings(qdrant_url="https://127.0.0.1:9", qdrant_api_key="secret")
+    index = recall_index(settings, redis_client)
+    assert isinstance(index, QdrantRecallIndex)
+    await index.aclose()

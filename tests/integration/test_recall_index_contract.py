@@ -1,0 +1,291 @@
+"""The ``RecallIndex`` contract (SPEC 5.7, 5.8), one set of tests for every implementation:
+``RedisRecallIndex`` on the real Redis and ``QdrantRecallIndex`` in qdrant-client's local
+mode (no server). The erasure mark lives in the real Redis for both."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+import redis.asyncio as aioredis
+from qdrant_client import AsyncQdrantClient
+
+from llm_bot.adapters.qdrant_recall_index import QdrantRecallIndex
+from llm_bot.adapters.redis_erasure import ErasureMarks, generation
+from llm_bot.adapters.redis_keys import RedisKeys
+from llm_bot.adapters.redis_recall_index import RedisRecallIndex
+from llm_bot.errors import ErasedMeanwhile, IndexModelMismatch
+from llm_bot.memory.hybrid_search import IndexSnapshot, SearchQuery, search
+from llm_bot.memory.keyword_terms import keyword_terms
+from llm_bot.memory.recall_items import EntryKind, IndexEntry
+from llm_bot.memory.working import ConversationKey
+from llm_bot.ports import RecallIndex
+from tests.support.embeddings import hashed_vector
+from tests.support.events import new_id
+from tests.support.harness import TEST_KEY_PREFIX
+from tests.support.services import ServiceUrls
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning"),
+]
+
+MODEL = "test-hashing"
+
+
+@dataclass
+class Index:
+    """An index under test, the erasure mark's writer, and a fresh tenant and user."""
+
+    index: RecallIndex
+    redis: aioredis.Redis
+    keys: RedisKeys
+    tenant: str
+    user: str
+
+    async def put(self, *entries: IndexEntry, user: str | None = None, **kwargs: str) -> int:
+        return await self.index.upsert(
+            kwargs.pop("tenant", self.tenant),
+            user or self.user,
+            [(e, hashed_vector(e.embedding_text)) for e in entries],
+            model=kwargs.pop("model", MODEL),
+            erasure=kwargs.pop("erasure", ""),
+        )
+
+    async def find(self, text: str, *, model: str = MODEL, **kwargs: object) -> list[str]:
+        hits = await self.index.search(self.tenant, self.user, query(text, **kwargs), model=model)
+        return [hit.entry.id for hit in hits]
+
+    async def generation(self) -> str:
+        return generation(await self.redis.hgetall(self.keys.erasure(self.tenant, self.user)))
+
+
+@pytest.fixture(params=["redis", "qdrant"])
+async def idx(request: pytest.FixtureRequest, service_urls: ServiceUrls) -> AsyncIterator[Index]:
+    """A fresh index of one implementation, and a tenant and user no other test uses."""
+    client = aioredis.from_url(service_urls.redis_url)
+    keys = RedisKeys(prefix=TEST_KEY_PREFIX)
+    qdrant = AsyncQdrantClient(location=":memory:")
+    index: RecallIndex
+    if request.param == "redis":
+        index = RedisRecallIndex(client=client, keys=keys, ttl_seconds=3600, cache_entries=10_000)
+    else:
+        index = QdrantRecallIndex(client=qdrant, redis=client, keys=keys)
+    yield Index(index, client, keys, new_id("t"), new_id("u"))
+    await qdrant.close()
+    await client.aclose()
+
+
+def entry(
+    entry_id: str,
+    text: str,
+    *,
+    kind: EntryKind = "message",
+    conversation: str = "c1",
+    speaker: str = "Caroline",
+    source: str | None = None,
+) -> IndexEntry:
+    return IndexEntry(
+        id=entry_id,
+        kind=kind,
+        text=text,
+        speaker=speaker,
+        date="2023-05-08T10:00:00+00:00",
+        conversation_id=conversation,
+        turn=3,
+        seq=7,
+        source_id=source or entry_id.rsplit(":", 1)[-1],
+        terms=tuple(keyword_terms(f"{speaker} {text}")),
+        indexed_at=1_700_000_000.5,
+    )
+
+
+def query(text: str, **kwargs: object) -> SearchQuery:
+    values: dict[str, object] = {"vector": hashed_vector(text), "terms": keyword_terms(text)}
+    values.update(kwargs)
+    return SearchQuery(**values)  # type: ignore[arg-type]
+
+
+CAT = entry("m:c1:e1", "I adopted a cat named Biscuit last spring")
+BIKE = entry("m:c1:e2", "My red bicycle has a flat tyre")
+FACT = entry("l:facts:f1", "Prefers tea over coffee", kind="facts", conversation="", speaker="")
+
+
+async def test_upsert_then_search_finds_the_entry_with_its_fields(idx: Index) -> None:
+    """A written entry is found, every field as it was written."""
+    assert await idx.put(CAT, BIKE, FACT) == 3
+    hits = await idx.index.search(idx.tenant, idx.user, query("cat Biscuit"), model=MODEL)
+    assert hits[0].entry == CAT
+    assert (await idx.index.search(idx.tenant, idx.user, query("tea"), model=MODEL))[
+        0
+    ].entry == FACT
+
+
+async def test_rewriting_is_idempotent_and_changed_text_replaces_the_old(idx: Index) -> None:
+    """The same entries write nothing; a changed text is written and found by its new words."""
+    await idx.put(CAT, BIKE)
+    assert await idx.put(CAT, BIKE) == 0
+    changed = entry(CAT.id, "I adopted a parrot called Mango")
+    assert await idx.put(changed, BIKE) == 1
+    assert CAT.id not in await idx.find("cat Biscuit")
+    hits = await idx.index.search(idx.tenant, idx.user, query("parrot Mango"), model=MODEL)
+    assert hits[0].entry == changed
+    assert await idx.index.count(idx.tenant, idx.user) == 2
+
+
+async def test_digests_list_ids_by_prefix(idx: Index) -> None:
+    """``digests`` maps the ids starting with the prefix to their text digests."""
+    other = entry("m:c2:e9", "We talked about the weather", conversation="c2")
+    await idx.put(CAT, other, FACT)
+    assert await idx.index.digests(idx.tenant, idx.user, "m:") == {
+        CAT.id: CAT.digest,
+        other.id: other.digest,
+    }
+    assert await idx.index.digests(idx.tenant, idx.user, "m:c1:") == {CAT.id: CAT.digest}
+    assert await idx.index.digests(idx.tenant, idx.user, "l:") == {FACT.id: FACT.digest}
+    assert await idx.index.digests(idx.tenant, new_id("u"), "m:") == {}
+
+
+async def test_remove_returns_how_many_existed(idx: Index) -> None:
+    """Removed entries are gone from search and count; ids never written count for nothing."""
+    await idx.put(CAT, BIKE)
+    assert await idx.index.remove(idx.tenant, idx.user, [CAT.id, "m:c1:missing"]) == 1
+    assert await idx.index.remove(idx.tenant, idx.user, []) == 0
+    assert await idx.find("cat Biscuit") == []
+    assert await idx.index.count(idx.tenant, idx.user) == 1
+
+
+async def test_forget_conversation_removes_only_its_messages(idx: Index) -> None:
+    """Its messages go; its episode, other conversations (ids sharing its prefix too) stay."""
+    episode = entry("l:episodes:ep1", "Caroline got a cat", kind="episodes", speaker="")
+    longer = entry("m:c1:x:e3", "A cat again, elsewhere", conversation="c1:x")
+    tenth = entry("m:c10:e4", "Cats everywhere", conversation="c10")
+    await idx.put(CAT, BIKE, episode, longer, tenth)
+    assert await idx.index.forget_conversation(ConversationKey(idx.tenant, idx.user, "c1")) == 2
+    left = await idx.index.digests(idx.tenant, idx.user, "")
+    assert sorted(left) == sorted([episode.id, longer.id, tenth.id])
+
+
+async def test_forget_user_removes_everything_of_the_user_only(idx: Index) -> None:
+    """Every entry of the user goes; the same user id in another tenant and another user stay."""
+    other_user, other_tenant = new_id("u"), new_id("t")
+    await idx.put(CAT, BIKE, FACT)
+    await idx.put(CAT, user=other_user)
+    await idx.put(CAT, tenant=other_tenant)
+    assert await idx.index.forget_user(idx.tenant, idx.user) == 3
+    assert await idx.index.count(idx.tenant, idx.user) == 0
+    assert await idx.find("cat Biscuit") == []
+    assert await idx.index.count(idx.tenant, other_user) == 1
+    assert await idx.index.count(other_tenant, idx.user) == 1
+
+
+async def test_tenants_and_users_never_see_each_other(idx: Index) -> None:
+    """Same entry ids under two tenants (same user id) and two users: each sees its own."""
+    other_user, other_tenant = new_id("u"), new_id("t")
+    bike_as_cat_id = entry(CAT.id, BIKE.text)
+    await idx.put(CAT)
+    await idx.put(bike_as_cat_id, user=other_user)
+    await idx.put(bike_as_cat_id, FACT, tenant=other_tenant)
+    assert await idx.find("red bicycle tyre") == []
+    assert await idx.find("cat Biscuit") == [CAT.id]
+    for tenant, user in ((idx.tenant, other_user), (other_tenant, idx.user)):
+        hits = await idx.index.search(tenant, user, query("cat Biscuit"), model=MODEL)
+        assert hits == []
+        digests = await idx.index.digests(tenant, user, "m:")
+        assert digests == {CAT.id: bike_as_cat_id.digest}
+    assert await idx.index.count(idx.tenant, idx.user) == 1
+    assert await idx.index.count(idx.tenant, other_user) == 1
+    assert await idx.index.count(other_tenant, idx.user) == 2
+
+
+async def test_count(idx: Index) -> None:
+    """``count`` is the number of the user's entries (0 for a user never indexed)."""
+    assert await idx.index.count(idx.tenant, idx.user) == 0
+    await idx.put(CAT, BIKE, FACT)
+    assert await idx.index.count(idx.tenant, idx.user) == 3
+
+
+async def test_upsert_under_a_stale_erasure_generation_writes_nothing(idx: Index) -> None:
+    """An erasure begun or ended since the writer read the mark refuses its write."""
+    marks = ErasureMarks(client=idx.redis, keys=idx.keys)
+    read = await idx.generation()
+    erasure = await marks.begin(idx.tenant, idx.user)
+    with pytest.raises(ErasedMeanwhile):
+        await idx.put(CAT, erasure=read)
+    await marks.end(idx.tenant, idx.user, erasure)
+    with pytest.raises(ErasedMeanwhile):
+        await idx.put(CAT, erasure=read)
+    assert await idx.index.count(idx.tenant, idx.user) == 0
+    assert await idx.put(CAT, erasure=await idx.generation()) == 1
+
+
+async def test_upsert_of_another_embedding_model_is_refused(idx: Index) -> None:
+    """Vectors of two models never mix in one user's index; after erasure the new one fits."""
+    await idx.put(CAT)
+    with pytest.raises(IndexModelMismatch):
+        await idx.put(BIKE, model="another-model")
+    assert await idx.index.count(idx.tenant, idx.user) == 1
+    await idx.index.forget_user(idx.tenant, idx.user)
+    assert await idx.put(BIKE, model="another-model") == 1
+
+
+async def test_search_with_another_model_is_keyword_only(idx: Index) -> None:
+    """A query embedded by another model is not compared with the stored vectors."""
+    await idx.put(CAT, BIKE)
+    text = CAT.embedding_text
+    assert await idx.find(text, terms=[], min_score=0.9) == [CAT.id]
+    assert await idx.find(text, terms=[], min_score=0.9, model="another-model") == []
+    hits = await idx.index.search(idx.tenant, idx.user, query("Biscuit"), model="another-model")
+    assert [(h.entry.id, h.dense, h.score) for h in hits] == [(CAT.id, 0.0, 1.0)]
+
+
+async def test_excluded_sources_are_left_out(idx: Index) -> None:
+    """Entries whose source the window already shows are never returned."""
+    again = entry("m:c2:e5", "Biscuit the cat slept all day", conversation="c2")
+    await idx.put(CAT, again)
+    assert set(await idx.find("cat Biscuit")) == {CAT.id, again.id}
+    assert await idx.find("cat Biscuit", exclude={CAT.source_id}) == [again.id]
+
+
+async def test_fused_score_is_in_zero_one(idx: Index) -> None:
+    """Every hit scores in (0, 1]; first in both rankings scores 1."""
+    await idx.put(CAT, BIKE, FACT, entry("m:c1:e6", "The cat chased a bicycle"))
+    hits = await idx.index.search(idx.tenant, idx.user, query("cat Biscuit"), model=MODEL)
+    assert hits[0].entry.id == CAT.id
+    assert hits[0].score == pytest.approx(1.0)
+    assert all(0 < h.score <= 1 for h in hits)
+
+
+async def test_near_duplicates_collapse(idx: Index) -> None:
+    """The same thing said twice is recalled once."""
+    first = entry("m:c1:e7", "My order number is 4471.")
+    again = entry("m:c2:e8", "my  order number is 4471", conversation="c2")
+    await idx.put(first, again, BIKE)
+    hits = await idx.find("order number 4471")
+    assert len(set(hits) & {first.id, again.id}) == 1
+
+
+async def test_ranking_is_the_in_memory_reference(idx: Index) -> None:
+    """Hits, their order and fused scores are those of ``hybrid_search.search``."""
+    corpus = [
+        CAT,
+        BIKE,
+        FACT,
+        entry("m:c1:e10", "Biscuit the cat hates the vet"),
+        entry("m:c1:e11", "The vet said the cat is healthy and fat"),
+        entry("m:c2:e12", "Went cycling by the river with Mel", conversation="c2"),
+        entry("m:c2:e13", "Painted a lake at sunrise", conversation="c2"),
+        entry("m:c2:e14", "Mel and the cat watched the river", conversation="c2"),
+    ]
+    await idx.put(*corpus)
+    reference = IndexSnapshot()
+    reference.upsert((e, hashed_vector(e.embedding_text)) for e in corpus)
+    for text in ("cat vet", "river cycling Mel", "Biscuit", "tea"):
+        expected = search(reference, query(text, min_score=0.2))
+        found = await idx.index.search(
+            idx.tenant, idx.user, query(text, min_score=0.2), model=MODEL
+        )
+        assert [h.entry.id for h in found] == [h.entry.id for h in expected], text
+        assert [h.score for h in found] == pytest.approx([h.score for h in expected]), text
+        assert [h.keyword for h in found] == pytest.approx([h.keyword for h in expected], rel=1e-4)
