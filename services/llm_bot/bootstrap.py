@@ -190,6 +190,7 @@ class Foundation:
         await self.model_client.close()
         if self.embedder is not None:
             await self.embedder.aclose()
+        await self.index.aclose()
         await self.redis.aclose()
         self.tracer_provider.force_flush()
 

@@ -107,9 +107,9 @@ def query(text: str, **kwargs: object) -> SearchQuery:
     return SearchQuery(**values)  # type: ignore[arg-type]
 
 
-CAT = entry("m:c1:e1", "I adopted a cat named Biscuit last spring")
-BIKE = entry("m:c1:e2", "My red bicycle has a flat tyre")
-FACT = entry("l:facts:f1", "Prefers tea over coffee", kind="facts", conversation="", speaker="")
+CAT = entry("m|c1|e1", "I adopted a cat named Biscuit last spring")
+BIKE = entry("m|c1|e2", "My red bicycle has a flat tyre")
+FACT = entry("l|facts|f1", "Prefers tea over coffee", kind="facts", conversation="", speaker="")
 
 
 async def test_upsert_then_search_finds_the_entry_with_its_fields(idx: Index) -> None:
@@ -136,21 +136,21 @@ async def test_rewriting_is_idempotent_and_changed_text_replaces_the_old(idx: In
 
 async def test_digests_list_ids_by_prefix(idx: Index) -> None:
     """``digests`` maps the ids starting with the prefix to their text digests."""
-    other = entry("m:c2:e9", "We talked about the weather", conversation="c2")
+    other = entry("m|c2|e9", "We talked about the weather", conversation="c2")
     await idx.put(CAT, other, FACT)
-    assert await idx.index.digests(idx.tenant, idx.user, "m:") == {
+    assert await idx.index.digests(idx.tenant, idx.user, "m|") == {
         CAT.id: CAT.digest,
         other.id: other.digest,
     }
-    assert await idx.index.digests(idx.tenant, idx.user, "m:c1:") == {CAT.id: CAT.digest}
-    assert await idx.index.digests(idx.tenant, idx.user, "l:") == {FACT.id: FACT.digest}
-    assert await idx.index.digests(idx.tenant, new_id("u"), "m:") == {}
+    assert await idx.index.digests(idx.tenant, idx.user, "m|c1|") == {CAT.id: CAT.digest}
+    assert await idx.index.digests(idx.tenant, idx.user, "l|") == {FACT.id: FACT.digest}
+    assert await idx.index.digests(idx.tenant, new_id("u"), "m|") == {}
 
 
 async def test_remove_returns_how_many_existed(idx: Index) -> None:
     """Removed entries are gone from search and count; ids never written count for nothing."""
     await idx.put(CAT, BIKE)
-    assert await idx.index.remove(idx.tenant, idx.user, [CAT.id, "m:c1:missing"]) == 1
+    assert await idx.index.remove(idx.tenant, idx.user, [CAT.id, "m|c1|missing"]) == 1
     assert await idx.index.remove(idx.tenant, idx.user, []) == 0
     assert await idx.find("cat Biscuit") == []
     assert await idx.index.count(idx.tenant, idx.user) == 1
@@ -158,9 +158,9 @@ async def test_remove_returns_how_many_existed(idx: Index) -> None:
 
 async def test_forget_conversation_removes_only_its_messages(idx: Index) -> None:
     """Its messages go; its episode, other conversations (ids sharing its prefix too) stay."""
-    episode = entry("l:episodes:ep1", "Caroline got a cat", kind="episodes", speaker="")
-    longer = entry("m:c1:x:e3", "A cat again, elsewhere", conversation="c1:x")
-    tenth = entry("m:c10:e4", "Cats everywhere", conversation="c10")
+    episode = entry("l|episodes|ep1", "Caroline got a cat", kind="episodes", speaker="")
+    longer = entry("m|c1:x|e3", "A cat again, elsewhere", conversation="c1:x")
+    tenth = entry("m|c10|e4", "Cats everywhere", conversation="c10")
     await idx.put(CAT, BIKE, episode, longer, tenth)
     assert await idx.index.forget_conversation(ConversationKey(idx.tenant, idx.user, "c1")) == 2
     left = await idx.index.digests(idx.tenant, idx.user, "")
@@ -192,7 +192,7 @@ async def test_tenants_and_users_never_see_each_other(idx: Index) -> None:
     for tenant, user in ((idx.tenant, other_user), (other_tenant, idx.user)):
         hits = await idx.index.search(tenant, user, query("cat Biscuit"), model=MODEL)
         assert hits == []
-        digests = await idx.index.digests(tenant, user, "m:")
+        digests = await idx.index.digests(tenant, user, "m|")
         assert digests == {CAT.id: bike_as_cat_id.digest}
     assert await idx.index.count(idx.tenant, idx.user) == 1
     assert await idx.index.count(idx.tenant, other_user) == 1
@@ -242,7 +242,7 @@ async def test_search_with_another_model_is_keyword_only(idx: Index) -> None:
 
 async def test_excluded_sources_are_left_out(idx: Index) -> None:
     """Entries whose source the window already shows are never returned."""
-    again = entry("m:c2:e5", "Biscuit the cat slept all day", conversation="c2")
+    again = entry("m|c2|e5", "Biscuit the cat slept all day", conversation="c2")
     await idx.put(CAT, again)
     assert set(await idx.find("cat Biscuit")) == {CAT.id, again.id}
     assert await idx.find("cat Biscuit", exclude={CAT.source_id}) == [again.id]
@@ -250,7 +250,7 @@ async def test_excluded_sources_are_left_out(idx: Index) -> None:
 
 async def test_fused_score_is_in_zero_one(idx: Index) -> None:
     """Every hit scores in (0, 1]; first in both rankings scores 1."""
-    await idx.put(CAT, BIKE, FACT, entry("m:c1:e6", "The cat chased a bicycle"))
+    await idx.put(CAT, BIKE, FACT, entry("m|c1|e6", "The cat chased a bicycle"))
     hits = await idx.index.search(idx.tenant, idx.user, query("cat Biscuit"), model=MODEL)
     assert hits[0].entry.id == CAT.id
     assert hits[0].score == pytest.approx(1.0)
@@ -259,8 +259,8 @@ async def test_fused_score_is_in_zero_one(idx: Index) -> None:
 
 async def test_near_duplicates_collapse(idx: Index) -> None:
     """The same thing said twice is recalled once."""
-    first = entry("m:c1:e7", "My order number is 4471.")
-    again = entry("m:c2:e8", "my  order number is 4471", conversation="c2")
+    first = entry("m|c1|e7", "My order number is 4471.")
+    again = entry("m|c2|e8", "my  order number is 4471", conversation="c2")
     await idx.put(first, again, BIKE)
     hits = await idx.find("order number 4471")
     assert len(set(hits) & {first.id, again.id}) == 1
@@ -272,11 +272,11 @@ async def test_ranking_is_the_in_memory_reference(idx: Index) -> None:
         CAT,
         BIKE,
         FACT,
-        entry("m:c1:e10", "Biscuit the cat hates the vet"),
-        entry("m:c1:e11", "The vet said the cat is healthy and fat"),
-        entry("m:c2:e12", "Went cycling by the river with Mel", conversation="c2"),
-        entry("m:c2:e13", "Painted a lake at sunrise", conversation="c2"),
-        entry("m:c2:e14", "Mel and the cat watched the river", conversation="c2"),
+        entry("m|c1|e10", "Biscuit the cat hates the vet"),
+        entry("m|c1|e11", "The vet said the cat is healthy and fat"),
+        entry("m|c2|e12", "Went cycling by the river with Mel", conversation="c2"),
+        entry("m|c2|e13", "Painted a lake at sunrise", conversation="c2"),
+        entry("m|c2|e14", "Mel and the cat watched the river", conversation="c2"),
     ]
     await idx.put(*corpus)
     reference = IndexSnapshot()

@@ -25,7 +25,7 @@ def test_message_entry_keeps_date_speaker_and_turn() -> None:
     (entry,) = message_entries(
         "c1", message("I went to the support group", name="Caroline"), indexed_at=1.0
     )
-    assert entry.id == "m:c1:evt1:user"
+    assert entry.id == "m|c1|evt1:user"
     assert (entry.speaker, entry.date, entry.turn, entry.source_id) == (
         "Caroline",
         "2023-05-08T13:56:00+00:00",
@@ -77,5 +77,5 @@ def test_long_term_fact_entry() -> None:
     )
     entry = long_term_entry(fact, indexed_at=0)
     assert entry is not None
-    assert (entry.id, entry.kind, entry.source_id) == ("l:facts:f1", "facts", "f1")
+    assert (entry.id, entry.kind, entry.source_id) == ("l|facts|f1", "facts", "f1")
     assert long_term_entry(fact.model_copy(update={"fact": "  "}), indexed_at=0) is None

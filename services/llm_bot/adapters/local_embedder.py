@@ -105,7 +105,8 @@ def encode(texts: Sequence[str]) -> Matrix:
     weights = mask[..., None].astype(np.float32)
     pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
     norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
-    return (pooled / norms).astype(np.float32)
+    vectors: Matrix = (pooled / norms).astype(np.float32)
+    return vectors
 
 
 class LocalEmbedder:

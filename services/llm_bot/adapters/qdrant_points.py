@@ -4,7 +4,7 @@ payloads, the filters that scope every request to one tenant + user, and the col
 A point's id is a UUID5 of tenant, user and entry id, so writing an entry again replaces
 it; its payload is the entry's fields plus ``tenant_id``, ``user_id``, ``digest``,
 ``model``, ``doc_length`` (how many keyword terms) and ``id_prefixes`` (the entry id's
-heads up to each ``:``, so ``digests("m:")`` is one exact match).
+heads up to each ``|``, so ``digests("m|")`` is one exact match).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from qdrant_client import AsyncQdrantClient
 from qdrant_client.http.exceptions import ApiException
 from qdrant_client.http.models import models as qm
 
-from llm_bot.memory.recall_items import IndexEntry
+from llm_bot.memory.recall_items import SEPARATOR, IndexEntry
 
 COLLECTION = "llmbot_recall"
 _PAGE = 1024
@@ -67,7 +67,7 @@ def of_user(
 
 
 def payload(tenant_id: str, user_id: str, entry: IndexEntry, model: str) -> dict[str, Any]:
-    parts = entry.id.split(":")
+    parts = entry.id.split(SEPARATOR)
     return {
         "tenant_id": tenant_id,
         "user_id": user_id,
@@ -85,7 +85,7 @@ def payload(tenant_id: str, user_id: str, entry: IndexEntry, model: str) -> dict
         "indexed_at": entry.indexed_at,
         "digest": entry.digest,
         "model": model,
-        "id_prefixes": [":".join(parts[:n]) + ":" for n in range(1, len(parts))],
+        "id_prefixes": [SEPARATOR.join(parts[:n]) + SEPARATOR for n in range(1, len(parts))],
     }
 
 

@@ -61,7 +61,7 @@ from llm_bot.memory.hybrid_search import (
     rank,
     unit,
 )
-from llm_bot.memory.recall_items import IndexEntry, SearchHit
+from llm_bot.memory.recall_items import SEPARATOR, IndexEntry, SearchHit
 from llm_bot.memory.working import ConversationKey
 
 _FACET_LIMIT = 4096
@@ -145,7 +145,7 @@ class QdrantRecallIndex:
         return len(changed)
 
     async def digests(self, tenant_id: str, user_id: str, prefix: str) -> dict[str, str]:
-        head = prefix[: prefix.rfind(":") + 1]
+        head = prefix[: prefix.rfind(SEPARATOR) + 1]
         scope = [field_is("id_prefixes", head)] if head else []
         with _translated("read"):
             if await self._points.size() is None:

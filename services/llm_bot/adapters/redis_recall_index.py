@@ -31,7 +31,7 @@ from llm_bot.adapters.redis_erasure import mark_changed
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.errors import ErasedMeanwhile, IndexModelMismatch, MemoryUnavailable
 from llm_bot.memory.hybrid_search import IndexSnapshot, SearchQuery, Vector, search
-from llm_bot.memory.recall_items import IndexEntry, SearchHit
+from llm_bot.memory.recall_items import IndexEntry, SearchHit, conversation_prefix
 from llm_bot.memory.working import ConversationKey
 
 # KEYS: erasure, meta, doc, vec, seq. ARGV: erasure generation, model, ttl seconds, a new
@@ -242,21 +242,10 @@ class RedisRecallIndex:
             raise MemoryUnavailable(f"redis index write failed: {type(exc).__name__}") from exc
 
     async def forget_conversation(self, key: ConversationKey) -> int:
-        """The entries of its messages, told by their conversation, not by id prefix alone:
-        ids may hold ``:``, so ``m:c1:`` also starts the ids of conversation ``c1:x``."""
-        ids: list[str] = []
-        try:
-            async for name, raw in self._redis.hscan_iter(
-                self._key(key.tenant_id, key.user_id, "doc"),
-                match=f"m:{key.conversation_id}:*",
-                count=500,
-            ):
-                doc = json.loads(raw)
-                if doc["k"] == "message" and doc["c"] == key.conversation_id:
-                    ids.append(_text(name))
-        except RedisError as exc:
-            raise MemoryUnavailable(f"redis index read failed: {type(exc).__name__}") from exc
-        return await self.remove(key.tenant_id, key.user_id, ids)
+        """The entries of its messages (their ids start with the conversation's prefix)."""
+        prefix = conversation_prefix(key.conversation_id)
+        ids = await self.digests(key.tenant_id, key.user_id, prefix)
+        return await self.remove(key.tenant_id, key.user_id, list(ids))
 
     async def forget_user(self, tenant_id: str, user_id: str) -> int:
         names = [self._key(tenant_id, user_id, part) for part in ("meta", "doc", "vec", "seq")]
@@ -267,6 +256,9 @@ class RedisRecallIndex:
             raise MemoryUnavailable(f"redis index erase failed: {type(exc).__name__}") from exc
         self._cache.drop(self._keys.user_scope(tenant_id, user_id))
         return count
+
+    async def aclose(self) -> None:
+        """Nothing of its own: the Redis client is the service's."""
 
     async def count(self, tenant_id: str, user_id: str) -> int:
         try:

@@ -20,6 +20,26 @@ from llm_bot.memory.messages import ChatMessage
 
 EntryKind = Literal["message", "facts", "episodes", "events"]
 
+SEPARATOR = "|"
+"""Between the parts of an entry id: ``m|<conversation>|<message id>[#<passage>]`` or
+``l|<kind>|<item id>``. Ids (conversation, event) cannot hold ``|``, so the parts read
+back unambiguously and an id prefix names exactly one conversation."""
+MESSAGE_PREFIX = f"m{SEPARATOR}"
+LONG_TERM_PREFIX = f"l{SEPARATOR}"
+
+
+def conversation_prefix(conversation_id: str) -> str:
+    """The id prefix of the entries of one conversation's messages."""
+    return f"{MESSAGE_PREFIX}{conversation_id}{SEPARATOR}"
+
+
+def conversation_of(entry_id: str) -> str | None:
+    """The conversation of a message entry's id (None for a long-term entry)."""
+    if not entry_id.startswith(MESSAGE_PREFIX):
+        return None
+    return entry_id.split(SEPARATOR, 2)[1]
+
+
 PASSAGE_CHARS = 800
 """Messages longer than this are split into passages at sentence ends, each at most about
 this long (a passage is what the embedding model reads; MiniLM-class models read ~256
@@ -112,7 +132,9 @@ def message_entries(
     parts = passages(message.content)
     return [
         IndexEntry(
-            id=f"m:{conversation_id}:{message.id}" + (f"#{n}" if len(parts) > 1 else ""),
+            id=conversation_prefix(conversation_id)
+            + message.id
+            + (f"#{n}" if len(parts) > 1 else ""),
             kind="message",
             text=part,
             speaker=speaker,
@@ -146,7 +168,7 @@ def long_term_entry(item: LongTermItem, *, indexed_at: float) -> IndexEntry | No
     if not text:
         return None
     return IndexEntry(
-        id=f"l:{kind}:{item.id}",
+        id=f"{LONG_TERM_PREFIX}{kind}{SEPARATOR}{item.id}",
         kind=kind,
         text=text,
         speaker="",

@@ -22,8 +22,11 @@ from llm_bot.adapters.redis_ltm import RedisLongTermStore
 from llm_bot.adapters.redis_progress import RedisMemoryProgress
 from llm_bot.errors import IndexModelMismatch
 from llm_bot.memory.recall_items import (
+    LONG_TERM_PREFIX,
+    MESSAGE_PREFIX,
     IndexEntry,
     LongTermItem,
+    conversation_of,
     long_term_entry,
     message_entries,
 )
@@ -35,8 +38,6 @@ log = structlog.get_logger(__name__)
 
 EMBED_BATCH = 32
 """Entries embedded per call (the local model's sweet spot on a CPU)."""
-LONG_TERM_PREFIX = "l:"
-MESSAGE_PREFIX = "m:"
 
 
 class Indexer:
@@ -116,8 +117,9 @@ class Indexer:
         stored = await self._index.digests(tenant_id, user_id, MESSAGE_PREFIX)
         by_conversation: dict[str, list[str]] = {}
         for entry_id in stored:
-            conversation = entry_id.split(":", 2)[1]
-            by_conversation.setdefault(conversation, []).append(entry_id)
+            conversation = conversation_of(entry_id)
+            if conversation is not None:
+                by_conversation.setdefault(conversation, []).append(entry_id)
         conversations = sorted(by_conversation)
         alive = await self._progress.trace_exists(
             [ConversationKey(tenant_id, user_id, c) for c in conversations]
