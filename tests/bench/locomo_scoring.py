@@ -111,7 +111,7 @@ def conversations(data: Sequence[Mapping[str, Any]]) -> Iterator[Conversation]:
             Question(str(q["question"]), int(q["category"]), tuple(e for e in ev if e in known))
             for q in raw["qa"]
             if int(q.get("category", 0)) in CATEGORIES
-            and (ev := [str(e) for e in q.get("evidence", [])])
+            and (ev := [e.strip() for x in q.get("evidence", []) for e in str(x).split(";")])
             and any(e in known for e in ev)
         )
         yield Conversation(

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from llm_bot.memory.long_term import SemanticFact
 from llm_bot.memory.messages import ChatMessage
-from llm_bot.memory.recall_items import long_term_entry, message_entries, passages
+from llm_bot.memory.recall_items import (
+    conversation_entries,
+    long_term_entry,
+    message_entries,
+    passages,
+)
 
 
 def message(content: str, *, name: str | None = None, role: str = "user") -> ChatMessage:
@@ -79,3 +84,22 @@ def test_long_term_fact_entry() -> None:
     assert entry is not None
     assert (entry.id, entry.kind, entry.source_id) == ("l|facts|f1", "facts", "f1")
     assert long_term_entry(fact.model_copy(update={"fact": "  "}), indexed_at=0) is None
+
+
+def test_entries_carry_their_neighbours_words() -> None:
+    """A reply is found by the words of the question it answers, and the other way round;
+    messages of turns before ``first_turn`` are context only."""
+    q = message("Where did you go hiking last weekend?").model_copy(
+        update={"id": "e1:user", "turn": 1}
+    )
+    a = message("Up to the waterfall near Chiang Mai!", role="assistant").model_copy(
+        update={"id": "e1:assistant", "turn": 1, "seq": 1}
+    )
+    nxt = message("Sounds lovely").model_copy(update={"id": "e2:user", "turn": 2})
+    entries = conversation_entries("c1", [q, a, nxt], indexed_at=0, first_turn=1)
+    by_source = {e.source_id: e for e in entries}
+    assert "hike" in by_source["e1:assistant"].terms
+    assert "waterfal" in by_source["e1:user"].terms
+    later = conversation_entries("c1", [q, a, nxt], indexed_at=0, first_turn=2)
+    assert [e.source_id for e in later] == ["e2:user"]
+    assert "waterfal" in later[0].terms

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -122,14 +122,24 @@ def _hard_cut(sentence: str, limit: int) -> Iterator[str]:
 
 
 def message_entries(
-    conversation_id: str, message: ChatMessage, *, indexed_at: float
+    conversation_id: str,
+    message: ChatMessage,
+    *,
+    indexed_at: float,
+    neighbours: Sequence[ChatMessage] = (),
 ) -> list[IndexEntry]:
     """The entries of one recorded message: none for filler and empty messages (nothing
-    worth recalling), one per passage otherwise."""
+    worth recalling), one per passage otherwise.
+
+    Keyword terms are the speaker's name, the passage's words and the words of the
+    ``neighbours`` (the messages just before and after it in the conversation): a reply
+    ("Yes, last Friday!") is found by the words of the question it answers, a question by
+    its answer's. The embedding reads the passage alone."""
     if message.role == "system" or is_filler(message.content):
         return []
     speaker = speaker_of(message)
     parts = passages(message.content)
+    context = tuple(term for n in neighbours for term in keyword_terms(n.content))
     return [
         IndexEntry(
             id=conversation_prefix(conversation_id)
@@ -143,11 +153,33 @@ def message_entries(
             turn=message.turn,
             seq=message.seq,
             source_id=message.id,
-            terms=tuple(keyword_terms(f"{speaker} {part}")),
+            terms=(*keyword_terms(f"{speaker} {part}"), *context),
             indexed_at=indexed_at,
         )
         for n, part in enumerate(parts)
     ]
+
+
+def conversation_entries(
+    conversation_id: str,
+    messages: Sequence[ChatMessage],
+    *,
+    indexed_at: float,
+    first_turn: int = 1,
+) -> list[IndexEntry]:
+    """The entries of ``messages`` (one conversation, in order) of turns ``first_turn`` and
+    later, each with its neighbours' words (:func:`message_entries`). Messages of earlier
+    turns serve as context only."""
+    spoken = [m for m in messages if m.role != "system" and m.content.strip()]
+    entries: list[IndexEntry] = []
+    for index, message in enumerate(spoken):
+        if message.turn < first_turn:
+            continue
+        neighbours = spoken[max(0, index - 1) : index] + spoken[index + 1 : index + 2]
+        entries.extend(
+            message_entries(conversation_id, message, indexed_at=indexed_at, neighbours=neighbours)
+        )
+    return entries
 
 
 LongTermItem = SemanticFact | EpisodicSummary | NotableEvent

@@ -26,9 +26,9 @@ from llm_bot.memory.recall_items import (
     MESSAGE_PREFIX,
     IndexEntry,
     LongTermItem,
+    conversation_entries,
     conversation_of,
     long_term_entry,
-    message_entries,
 )
 from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import Embedder, RecallIndex
@@ -70,13 +70,11 @@ class Indexer:
         first = progress.indexed_through + 1
         if last < first:
             return 0
-        messages = await self._progress.trace_turns(key, first, last)
-        now = self._clock().timestamp()
-        entries = [
-            entry
-            for message in messages
-            for entry in message_entries(key.conversation_id, message, indexed_at=now)
-        ]
+        # The turn before the first gives its last message as context (neighbour words).
+        messages = await self._progress.trace_turns(key, max(1, first - 1), last)
+        entries = conversation_entries(
+            key.conversation_id, messages, indexed_at=self._clock().timestamp(), first_turn=first
+        )
         try:
             written = await self._write(key.tenant_id, key.user_id, entries, erasure=erasure)
         except IndexModelMismatch as exc:
