@@ -1,0 +1,197 @@
+"""Retrieval end to end (SPEC 5.7): the worker indexes what was said, ``recall`` searches it,
+filler skips the search, topics reuse their selection, erasure takes the entries along."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from llm_bot.bootstrap import utc_now
+from llm_bot.config import Settings
+from llm_bot.fake_model import FakeModelServer
+from llm_bot.fake_model.memory_prompts import memory_responder
+from llm_bot.memory.working import ConversationKey
+from llm_bot.service.indexer import Indexer
+from tests.integration.test_memory_worker import say, settled
+from tests.support.events import message_event, new_id
+from tests.support.harness import Integrator, bot, running_worker, settings_for_test
+from tests.support.services import ServiceUrls
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def memory_model() -> AsyncIterator[FakeModelServer]:
+    async with FakeModelServer(responder=memory_responder) as server:
+        yield server
+
+
+@pytest.fixture
+def retrieval_settings(
+    service_urls: ServiceUrls, memory_model: FakeModelServer
+) -> Callable[..., Settings]:
+    def factory(**overrides: object) -> Settings:
+        values: dict[str, object] = {"retry_base_seconds": 0.05}
+        values.update(overrides)
+        return settings_for_test(service_urls, memory_model.base_url, **values)
+
+    return factory
+
+
+def searches(registry: CollectorRegistry, outcome: str) -> float:
+    return registry.get_sample_value("llmbot_retrieval_searches_total", {"outcome": outcome}) or 0.0
+
+
+async def forget(client: Integrator, key: ConversationKey, conversation: str = "*") -> None:
+    event = message_event(
+        tenant=key.tenant_id,
+        user=key.user_id,
+        conversation=conversation,
+        text=None,
+        event_type="memory.forget",
+    )
+    await client.publish(event)
+
+
+HISTORY = (
+    "My order number is 4471 and it has not arrived yet.",
+    "I prefer deliveries on weekends because I work during the week.",
+    "ok",
+)
+
+
+async def test_every_message_is_indexed_once_and_filler_is_not(
+    retrieval_settings: Callable[..., Settings],
+) -> None:
+    """Each user and assistant message becomes one entry when its turn's job runs; running
+    the indexer again writes nothing; filler ("ok") is not worth an entry."""
+    settings = retrieval_settings()
+    key = ConversationKey("tri", new_id("u"), new_id("c"))
+    async with bot(settings) as (_service, client), running_worker(settings) as worker:
+        for text in HISTORY:
+            await say(client, key, text)
+        await settled(client)
+        index = worker.base.index
+        assert await index.count(key.tenant_id, key.user_id) == 5  # 2 user + 3 echo replies
+        assert worker.base.embedder is not None
+        indexer = Indexer(
+            progress=worker.progress,
+            ltm=worker.ltm,
+            index=index,
+            embedder=worker.base.embedder,
+            metrics=worker.metrics,
+            clock=utc_now,
+        )
+        erasure = await worker.progress.erasure(key.tenant_id, key.user_id)
+        assert await indexer.index_messages(key, erasure=erasure) == 0
+        await worker.progress.reset_indexed(key)
+        assert await indexer.index_messages(key, erasure=erasure) == 0  # same digests
+        assert await index.count(key.tenant_id, key.user_id) == 5
+
+
+async def test_a_new_conversation_recalls_what_the_user_said_before(
+    retrieval_settings: Callable[..., Settings],
+) -> None:
+    """After the first conversation is indexed, a question in a new conversation of the same
+    user finds the old message (and another user's memory is never searched)."""
+    registry = CollectorRegistry()
+    settings = retrieval_settings()
+    first = ConversationKey("trn", new_id("u"), new_id("c"))
+    async with (
+        bot(settings, registry=registry) as (service, client),
+        running_worker(settings) as _worker,
+    ):
+        for text in HISTORY:
+            await say(client, first, text)
+        await settled(client)
+        later = ConversationKey(first.tenant_id, first.user_id, new_id("c"))
+        await say(client, later, "What was my order number again?")
+        assert searches(registry, "searched") >= 1
+        stranger = ConversationKey(first.tenant_id, new_id("u"), new_id("c"))
+        await say(client, stranger, "What was my order number again?")
+        memory = await service.store.working_memory(later)
+        other = await service.store.working_memory(stranger)
+    assert memory is not None
+    assert memory.topic is not None
+    assert any("4471" in record.text for record in memory.topic.selection)
+    assert other is not None
+    assert other.topic is None or not other.topic.selection
+
+
+async def test_filler_skips_retrieval_and_topic_reuse_keeps_the_selection(
+    retrieval_settings: Callable[..., Settings],
+) -> None:
+    """ "ok" and "555" skip the search without a model call; a message on the same topic
+    reuses the last selection unchanged (no search); a new topic searches again."""
+    registry = CollectorRegistry()
+    settings = retrieval_settings(topic_similarity=0.8)
+    key = ConversationKey("trt", new_id("u"), new_id("c"))
+    async with (
+        bot(settings, registry=registry) as (service, client),
+        running_worker(settings) as _worker,
+    ):
+        for text in HISTORY:
+            await say(client, key, text)
+        await settled(client)
+        fresh = ConversationKey(key.tenant_id, key.user_id, new_id("c"))
+        await say(client, fresh, "Where is my order 4471?")
+        first = await service.store.working_memory(fresh)
+        searched = searches(registry, "searched")
+        for filler in ("ok", "555", "ครับ"):
+            await say(client, fresh, filler)
+        assert searches(registry, "filler_skip") >= 3
+        await say(client, fresh, "Where is my order 4471 now?")
+        assert searches(registry, "topic_reuse") == 1
+        reused = await service.store.working_memory(fresh)
+        await say(client, fresh, "Do you sell garden furniture in teak?")
+        assert searches(registry, "searched") == searched + 1
+    assert first is not None
+    assert first.topic is not None
+    assert reused is not None
+    assert reused.topic is not None
+    assert reused.topic.selection == first.topic.selection
+    assert reused.topic.size == 2
+
+
+async def test_erasure_removes_the_index_entries(
+    retrieval_settings: Callable[..., Settings],
+) -> None:
+    """memory.forget of one conversation removes its entries only; of the user, all."""
+    settings = retrieval_settings()
+    key = ConversationKey("tre", new_id("u"), new_id("c"))
+    other = ConversationKey(key.tenant_id, key.user_id, new_id("c"))
+    async with bot(settings) as (_service, client), running_worker(settings) as worker:
+        await say(client, key, HISTORY[0])
+        await say(client, other, HISTORY[1])
+        await settled(client)
+        index = worker.base.index
+        assert await index.count(key.tenant_id, key.user_id) == 4
+        await forget(client, key, key.conversation_id)
+        await say(client, other, "Are you there?")  # after the forget: it has been applied
+        await settled(client)
+        remaining = await index.digests(key.tenant_id, key.user_id, "")
+        assert remaining
+        assert all(key.conversation_id not in entry for entry in remaining)
+        await forget(client, key)
+        await say(client, ConversationKey(key.tenant_id, new_id("u"), new_id("c")), "hello?")
+        assert await index.count(key.tenant_id, key.user_id) == 0
+
+
+async def test_retrieval_off_searches_nothing(
+    retrieval_settings: Callable[..., Settings],
+) -> None:
+    """LLM_BOT_EMBEDDINGS=off: no embedder, no index writes, no searches."""
+    registry = CollectorRegistry()
+    settings = retrieval_settings(embeddings="off")
+    key = ConversationKey("tro", new_id("u"), new_id("c"))
+    async with (
+        bot(settings, registry=registry) as (_service, client),
+        running_worker(settings) as worker,
+    ):
+        await say(client, key, HISTORY[0])
+        await settled(client)
+        assert worker.base.embedder is None
+        assert await worker.base.index.count(key.tenant_id, key.user_id) == 0
+    assert searches(registry, "searched") == 0
