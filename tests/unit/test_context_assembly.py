@@ -160,11 +160,19 @@ def block_of(result: AssembledContext) -> str:
 
 
 def dropped(
-    facts: int = 0, events: int = 0, episodes: int = 0, profile: int = 0, summary_chars: int = 0
+    *,
+    facts: int = 0,
+    events: int = 0,
+    episodes: int = 0,
+    profile: int = 0,
+    summary_chars: int = 0,
+    window_turns: int = 0,
 ) -> dict[str, int]:
     return {
         "facts": facts,
         "events": events,
+        "recalled": 0,
+        "window_turns": window_turns,
         "episodes": episodes,
         "profile": profile,
         "summary_chars": summary_chars,
@@ -485,18 +493,30 @@ def test_profile_goes_last_alphabetically_last_first() -> None:
     assert not result.summary_included
 
 
-def test_window_alone_over_budget_has_no_memory() -> None:
-    """Prompt and window alone over budget: no memory, window intact, ``over_budget``."""
+def test_window_alone_over_budget_loses_its_oldest_turns_then_shortens_the_message() -> None:
+    """Prompt and window alone over budget: no memory, the oldest whole turns leave the
+    prompt, then the current message is shortened in the middle; never over budget."""
     bare = assemble()
+    current_only = assemble(window=WINDOW[-1:])
     result = assemble(SCORED, SUMMARY, budget=exact(bare.tokens - 1))
-    assert result.over_budget
-    assert result.messages == bare.messages
-    assert result.tokens == bare.tokens > result.budget
-    assert result.long_term_items == 0
-    assert not result.summary_included
+    assert not result.over_budget
+    assert result.messages == current_only.messages
+    assert result.tokens <= result.budget
+    assert result.window_messages == 1
+    assert not result.shortened
     assert dict(result.dropped) == dropped(
-        facts=3, events=2, episodes=2, profile=1, summary_chars=len(SUMMARY)
+        facts=3, events=2, episodes=2, profile=1, summary_chars=len(SUMMARY), window_turns=1
     )
+    long = msg("u2", "user", "Can you deliver it on Saturday? " + "Please. " * 200, 2)
+    window = (*WINDOW[:-1], long)
+    tight = assemble(SCORED, SUMMARY, window=window, budget=exact(current_only.tokens + 90))
+    assert tight.shortened
+    assert not tight.over_budget
+    assert tight.tokens <= tight.budget
+    content = str(tight.messages[-1]["content"])
+    assert "characters left out to fit the context budget" in content
+    assert content.startswith("Can you deliver it")
+    assert content.endswith("Please. ")
 
 
 def test_exactly_the_window_fits_drops_all_memory_without_over_budget() -> None:

@@ -161,16 +161,17 @@ def _memory_in(result: AssembledContext) -> bool:
 
 @SETTINGS
 @given(cases())
-def test_fits_the_budget_unless_over_and_then_carries_no_memory(case: Case) -> None:
-    """Tokens stay within budget, except when over budget, which means no memory at all."""
+def test_fits_the_budget_unless_the_system_prompt_alone_does_not(case: Case) -> None:
+    """Tokens stay within budget; only a system prompt over the budget by itself can leave
+    the prompt over it, and then with no memory and the current turn shortened."""
     result = case.assemble()
     assert result.tokens == COUNTER.count_messages(result.messages)
     assert result.budget == case.budget.input_budget
-    if result.over_budget:
-        assert result.tokens > result.budget
+    if result.over_budget:  # even the marker alone would not fit beside the fixed parts
+        current = [m for m in case.window if m.turn == case.window[-1].turn]
+        assert result.window_messages == len(current)
         assert not _memory_in(result)
         assert result.long_term_items == 0
-        assert not result.summary_included
     else:
         assert result.tokens <= result.budget
 
@@ -188,13 +189,22 @@ def test_assembly_is_deterministic(case: Case) -> None:
 
 @SETTINGS
 @given(cases())
-def test_window_and_current_message_are_kept_in_order(case: Case) -> None:
-    """The whole window follows the system message, in order, the current message last."""
+def test_window_keeps_its_newest_whole_turns_in_order_and_the_current_turn(case: Case) -> None:
+    """After the system message come the newest whole turns of the window, in order, and
+    the current turn (its message maybe shortened); older turns only leave the prompt."""
     result = case.assemble()
-    window = [m.to_openai() for m in case.window]
-    assert result.messages[-len(window) :] == window
-    assert len(result.messages) - len(window) in (0, 1)
-    assert result.messages[-1] == case.window[-1].to_openai()
+    sent = [m for m in result.messages if m["role"] != "system"]
+    current = case.window[-1].turn
+    kept_turns = {m.turn for m in case.window} - set(
+        sorted({m.turn for m in case.window if m.turn != current})[: result.dropped["window_turns"]]
+    )
+    expected = [m.to_openai() for m in case.window if m.turn in kept_turns]
+    assert len(sent) == len(expected) == result.window_messages
+    if result.shortened:
+        assert sent[:-1] == expected[:-1]
+        assert "characters left out to fit the context budget" in str(sent[-1]["content"])
+    else:
+        assert sent == expected
 
 
 @SETTINGS
@@ -230,7 +240,18 @@ def test_drop_order_is_respected(case: Case) -> None:
     n_facts, n_events = len(items.facts), len(items.events)
     n_episodes, n_profile = len(items.episodes), len(items.profile)
     dropped = result.dropped
-    assert set(dropped) == {"facts", "events", "episodes", "profile", "summary_chars"}
+    assert set(dropped) == {
+        "facts",
+        "events",
+        "recalled",
+        "episodes",
+        "profile",
+        "summary_chars",
+        "window_turns",
+    }
+    if dropped["window_turns"] or result.shortened:
+        assert dropped["profile"] == n_profile
+        assert dropped["summary_chars"] == len(items.summary)
     scored_gone = dropped["facts"] == n_facts and dropped["events"] == n_events
     if dropped["episodes"]:
         assert scored_gone

@@ -105,6 +105,12 @@ class CandidateMemory(_Wire):
     summary: bool = Field(description="Whether a rolling summary was in context.")
     long_term_items: int = Field(ge=0)
     context_tokens: int = Field(ge=0, description="Estimated tokens of the assembled context.")
+    recalled_items: int = Field(
+        0, ge=0, description="Items retrieval recalled into the prompt ([MEMORY:RECALLED])."
+    )
+    shortened: bool = Field(
+        False, description="The current message was shortened to fit the input budget."
+    )
 
 
 class CandidateV1(_Wire):

@@ -134,6 +134,7 @@ async def call_model(state: GraphState, runtime: Runtime[GraphContext]) -> Updat
     """Assemble the context from memory and the bounded window, and call the model."""
     ctx = runtime.context
     recalled = state["recalled"]
+    retrieval = state.get("retrieval")
     context = assemble_context(
         system_prompt=ctx.system_prompt,
         bundle=recalled.bundle,
@@ -141,9 +142,18 @@ async def call_model(state: GraphState, runtime: Runtime[GraphContext]) -> Updat
         window=state["messages"],
         budget=ctx.budget,
         counter=ctx.counter,
+        recalled=retrieval.records if retrieval is not None else (),
     )
     if context.over_budget:
-        log.warning("context.over_budget", tokens=context.tokens, budget=context.budget)
+        log.error("context.over_budget", tokens=context.tokens, budget=context.budget)
+    elif context.dropped["window_turns"] or context.shortened:
+        log.info(
+            "context.trimmed",
+            window_turns_dropped=context.dropped["window_turns"],
+            shortened=context.shortened,
+        )
+    if retrieval is not None:
+        ctx.metrics.recalled_items.observe(context.recalled_items)
     prompt = context.messages
     ctx.metrics.window_messages.observe(len(state["messages"]))
     reply = await ctx.model.complete(prompt, conversation_id=state["event"].key.conversation_id)
@@ -183,10 +193,12 @@ async def build_candidate(state: GraphState, runtime: Runtime[GraphContext]) -> 
         model=reply.model,
         usage=CandidateUsage(input_tokens=reply.input_tokens, output_tokens=reply.output_tokens),
         memory=CandidateMemory(
-            window_messages=len(state["messages"]),
+            window_messages=state["context"].window_messages,
             summary=state["context"].summary_included,
             long_term_items=state["context"].long_term_items,
             context_tokens=state["context"].tokens,
+            recalled_items=state["context"].recalled_items,
+            shortened=state["context"].shortened,
         ),
     )
     return {

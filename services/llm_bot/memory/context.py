@@ -7,23 +7,30 @@ line (:data:`~llm_bot.memory.memory_block.MEMORY_FRAMING`); there is never more 
 system message.
 
 Budget (``input_budget = max_context_tokens - max_output_tokens - safety_margin``, counted
-with ``TokenCounter.count_messages`` over the whole prompt). When over, memory is dropped in
-this order until the prompt fits:
+with ``TokenCounter.count_messages`` over the whole prompt, whatever the script: Thai, CJK
+and emoji cost far more tokens per character than English). When over, this goes, in this
+order, until the prompt fits:
 
-1. long-term facts and notable events, lowest score first (facts score ``salience *
-   confidence``, events ``importance``; ties: older first, then id);
+1. long-term facts, notable events and recalled items, lowest score first (facts score
+   ``salience * confidence``, events ``importance``, recalled items their retrieval
+   relevance in [0, 1]; ties: older first, then id): they share the budget by score;
 2. episodic summaries, oldest first;
 3. the rolling summary, shortened from its start (its most recent end is kept, prefixed
    with "…"): word by word, then character by character within its last word, then removed;
-4. profile attributes, alphabetically last key first.
+4. profile attributes, alphabetically last key first;
+5. the oldest whole turns of the window (from the prompt only: they stay in memory, and
+   compaction sees them); never the current turn, so a tool call keeps its results;
+6. the current user message, shortened in the middle with a visible marker
+   (:func:`~llm_bot.memory.shortening.shorten_middle`); ``shortened`` says so.
 
-The system prompt, the window and the current message are never dropped; when they alone
-exceed the budget the result is ``over_budget`` and carries no memory block. Each stage is
-searched by bisection, so a bundle of n items costs O(log n) counts, not O(n).
+Only a system prompt that alone exceeds the budget can leave the prompt over it
+(``over_budget``: a configuration error, logged by the caller). Each stage is searched by
+bisection, so n items cost O(log n) counts, not O(n).
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -39,7 +46,9 @@ from llm_bot.memory.memory_block import (
     render_memory_block,
 )
 from llm_bot.memory.messages import ChatMessage
+from llm_bot.memory.shortening import shorten_middle
 from llm_bot.memory.tokens import TokenCounter
+from llm_bot.memory.topic import RecalledRecord
 from llm_bot.ports import PromptMessage
 
 ELLIPSIS = "…"
@@ -76,15 +85,22 @@ class AssembledContext:
     """``counter.count_messages(messages)``."""
     budget: int
     over_budget: bool
-    """True only when the system prompt, window and current message alone exceed the budget
-    (there is then no memory block at all)."""
+    """True only when the system prompt alone exceeds the budget (a configuration error):
+    the prompt then has no memory, only the current turn, its message shortened."""
     long_term_items: int
     """Long-term items rendered: profile attributes, facts, episodes and events."""
     summary_included: bool
     """Whether any of the rolling summary (maybe shortened) was rendered."""
     dropped: Mapping[str, int]
-    """Left out for the budget: ``facts``, ``events``, ``episodes``, ``profile`` (items)
-    and ``summary_chars`` (characters cut from the start of the sanitised summary)."""
+    """Left out for the budget: ``facts``, ``events``, ``recalled``, ``episodes``,
+    ``profile`` (items), ``summary_chars`` (characters cut from the start of the sanitised
+    summary) and ``window_turns`` (oldest window turns left out of the prompt)."""
+    recalled_items: int = 0
+    """Recalled items rendered."""
+    window_messages: int = 0
+    """Messages of the window in the prompt (the current one included)."""
+    shortened: bool = False
+    """Whether the current message was shortened to fit."""
 
 
 _DEFAULT_MARGIN = 256
@@ -129,6 +145,9 @@ class _Plan:
     episodes: int = 0
     summary: int = 0
     profile: int = 0
+    window: int = 0
+    keep: int | None = None
+    """Characters of the current message kept (None: all of it)."""
 
 
 class _Assembler:
@@ -139,15 +158,23 @@ class _Assembler:
         *,
         system_prompt: str,
         items: MemoryItems,
-        window: list[PromptMessage],
+        window: Sequence[ChatMessage],
         counter: TokenCounter,
     ) -> None:
         self.head = system_prompt.strip()
         self.items = items
-        self.window = window
         self.counter = counter
+        current = window[-1].turn if window else 0
+        self.turns = [
+            [m.to_openai() for m in group]
+            for _, group in itertools.groupby(
+                (m for m in window if m.turn != current), key=lambda m: m.turn
+            )
+        ]
+        self.current = [m.to_openai() for m in window if m.turn == current]
+        self.target = _shortening_target(self.current)
         self.scored = sorted(
-            (*items.facts, *items.events),
+            (*items.facts, *items.events, *items.recalled),
             key=lambda i: (i.score, i.created_at, i.id, i.kind, i.uid),
         )
         self.episodes = sorted(items.episodes, key=lambda i: (i.created_at, i.id, i.uid))
@@ -156,9 +183,15 @@ class _Assembler:
         self._counts: dict[_Plan, int] = {}
 
     @property
-    def stage_sizes(self) -> tuple[int, int, int, int]:
+    def stage_sizes(self) -> tuple[int, int, int, int, int]:
         summary_steps = len(self.cuts) + 1 if self.items.summary else 0
-        return len(self.scored), len(self.episodes), summary_steps, len(self.profile)
+        return (
+            len(self.scored),
+            len(self.episodes),
+            summary_steps,
+            len(self.profile),
+            len(self.turns),
+        )
 
     def omitted(self, plan: _Plan) -> list[MemoryItem]:
         return [
@@ -190,7 +223,20 @@ class _Assembler:
             memory = f"{MEMORY_FRAMING}\n{block}"
             content = f"{self.head}\n\n{memory}" if self.head else memory
         head: list[PromptMessage] = [{"role": "system", "content": content}] if content else []
-        return head + self.window
+        window = [message for turn in self.turns[plan.window :] for message in turn]
+        return head + window + self._current(plan.keep)
+
+    def _current(self, keep: int | None) -> list[PromptMessage]:
+        if keep is None or self.target is None:
+            return self.current
+        current = list(self.current)
+        message = dict(current[self.target])
+        message["content"] = shorten_middle(str(message["content"]), keep)
+        current[self.target] = message
+        return current
+
+    def target_length(self) -> int:
+        return len(str(self.current[self.target]["content"])) if self.target is not None else 0
 
     def tokens(self, plan: _Plan) -> int:
         if plan not in self._counts:
@@ -206,8 +252,10 @@ def assemble_context(
     window: Sequence[ChatMessage],
     budget: ContextBudget,
     counter: TokenCounter,
+    recalled: Sequence[RecalledRecord] = (),
 ) -> AssembledContext:
-    """The prompt for the model: ``window`` ends with the current user message.
+    """The prompt for the model: ``window`` ends with the current turn (its user message,
+    or the tool results that continue it); ``recalled`` is what retrieval found.
 
     Raises ValueError when the window holds a ``system`` message (the leading system
     message is the only one the prompt may have).
@@ -216,17 +264,28 @@ def assemble_context(
         raise ValueError("the window must not contain system messages")
     asm = _Assembler(
         system_prompt=system_prompt,
-        items=collect_items(bundle, summary),
-        window=[message.to_openai() for message in window],
+        items=collect_items(bundle, summary, recalled),
+        window=window,
         counter=counter,
     )
     limit = budget.input_budget
     sizes = asm.stage_sizes
     everything = _Plan(*sizes)
-    if asm.tokens(everything) > limit:  # no memory at all, and still too long
-        return _result(asm, everything, limit, over_budget=True)
-    plan = _fit(_Plan(), sizes, lambda p: asm.tokens(p) <= limit)
-    return _result(asm, plan, limit, over_budget=False)
+    if asm.tokens(everything) <= limit:
+        plan = _fit(_Plan(), sizes, lambda p: asm.tokens(p) <= limit)
+        return _result(asm, plan, limit, over_budget=False)
+    # Everything droppable is gone and the current turn is still too long: shorten its
+    # message, keeping as many characters as fit (bisection; 0 keeps the marker only).
+    low, high = 0, asm.target_length()
+    if asm.tokens(replace(everything, keep=0)) > limit:
+        return _result(asm, replace(everything, keep=0), limit, over_budget=True)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if asm.tokens(replace(everything, keep=middle)) <= limit:
+            low = middle
+        else:
+            high = middle
+    return _result(asm, replace(everything, keep=low), limit, over_budget=False)
 
 
 def _fit(plan: _Plan, sizes: tuple[int, ...], fits: Callable[[_Plan], bool]) -> _Plan:
@@ -234,7 +293,7 @@ def _fit(plan: _Plan, sizes: tuple[int, ...], fits: Callable[[_Plan], bool]) -> 
     starts, and within a stage the smallest fitting count is found by bisection."""
     if fits(plan):
         return plan
-    fields = ("scored", "episodes", "summary", "profile")
+    fields = ("scored", "episodes", "summary", "profile", "window")
     for field, size in zip(fields, sizes, strict=True):
         if size == 0:
             continue
@@ -260,21 +319,37 @@ def _summary_cuts(summary: str) -> list[int]:
     return words + list(range(last_word + 1, len(summary)))
 
 
+def _shortening_target(current: Sequence[PromptMessage]) -> int | None:
+    """The message of the current turn to shorten: its last user message, else the one
+    with the longest text (a turn continued by tool results)."""
+    users = [i for i, m in enumerate(current) if m.get("role") == "user"]
+    if users:
+        return users[-1]
+    if not current:
+        return None
+    return max(range(len(current)), key=lambda i: len(str(current[i].get("content") or "")))
+
+
 def _result(asm: _Assembler, plan: _Plan, limit: int, *, over_budget: bool) -> AssembledContext:
     omitted = asm.omitted(plan)
-    dropped = {kind: sum(1 for i in omitted if i.kind == kind) for kind in ("facts", "events")}
-    dropped |= {"episodes": plan.episodes, "profile": plan.profile}
+    kinds = ("facts", "events", "recalled")
+    dropped = {kind: sum(1 for i in omitted if i.kind == kind) for kind in kinds}
+    dropped |= {"episodes": plan.episodes, "profile": plan.profile, "window_turns": plan.window}
     dropped["summary_chars"] = asm.summary_chars_dropped(plan)
     items = asm.items
     total = len(items.profile) + len(items.facts) + len(items.episodic)
+    long_term_omitted = sum(1 for i in omitted if i.kind != "recalled")
     return AssembledContext(
         messages=asm.messages(plan),
         tokens=asm.tokens(plan),
         budget=limit,
         over_budget=over_budget,
-        long_term_items=total - len(omitted),
+        long_term_items=total - long_term_omitted,
         summary_included=bool(asm.summary(plan)),
         dropped=MappingProxyType(dropped),
+        recalled_items=len(items.recalled) - dropped["recalled"],
+        window_messages=sum(len(t) for t in asm.turns[plan.window :]) + len(asm.current),
+        shortened=plan.keep is not None and plan.keep < asm.target_length(),
     )
 
 

@@ -12,10 +12,17 @@ a line::
     2) 2025-07-30: (COMPLAINT) The kettle arrived broken.
     [MEMORY:SUMMARY]
     Earlier in this conversation: ...
+    [MEMORY:RECALLED]
+    - (2023-05-08, Caroline) I went to the LGBTQ support group yesterday.
+
+RECALLED holds what retrieval found relevant to the current message (SPEC 5.7), each item
+with its date and speaker (either left out when unknown). It comes last: it changes with
+every search, and what precedes it stays a byte-stable prefix for provider prompt caching.
 
 Ordering: profile attributes by key; semantic facts by descending ``salience * confidence``,
 then id; episodic summaries and notable events merged, oldest first by ``created_at`` (ISO
-strings, compared as written) then id. The date is the first ten characters of
+strings, compared as written) then id; recalled items chronologically (date, then
+their place in the conversation, then id). The date is the first ten characters of
 ``created_at``.
 
 Stored text is data, never structure: every text is sanitised (:func:`sanitize`) so that it
@@ -28,11 +35,12 @@ Everything here is pure and deterministic: identical input renders byte-identica
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
 from llm_bot.memory.long_term import LongTermBundle
+from llm_bot.memory.topic import RecalledRecord
 
 MEMORY_FRAMING: Final = (
     "Remembered context about this user follows. "
@@ -40,7 +48,7 @@ MEMORY_FRAMING: Final = (
 )
 """The fixed line that introduces the memory block inside the leading system message."""
 
-ItemKind = Literal["profile", "facts", "episodes", "events"]
+ItemKind = Literal["profile", "facts", "episodes", "events", "recalled"]
 
 _SECTION_OPENER = re.compile(r"\[(?=\s*memory\s*:)", re.IGNORECASE)
 
@@ -56,7 +64,8 @@ class MemoryItem:
     """One renderable long-term item: its sanitised line body and what ranks it.
 
     ``uid`` is unique within one :class:`MemoryItems`; ``score`` is ``salience *
-    confidence`` for facts, ``importance`` for events and ``salience`` for episodes.
+    confidence`` for facts, ``importance`` for events, ``salience`` for episodes and the
+    retrieval's relevance for recalled items.
     """
 
     uid: int
@@ -76,6 +85,8 @@ class MemoryItems:
     episodic: tuple[MemoryItem, ...]
     """Episodic summaries and notable events, merged, oldest first."""
     summary: str
+    recalled: tuple[MemoryItem, ...] = ()
+    """Retrieved for the current message, chronological."""
 
     @property
     def events(self) -> tuple[MemoryItem, ...]:
@@ -86,9 +97,12 @@ class MemoryItems:
         return tuple(item for item in self.episodic if item.kind == "episodes")
 
 
-def collect_items(bundle: LongTermBundle, summary: str) -> MemoryItems:
-    """The bundle's items, sanitised and ordered for rendering; blank ones left out."""
-    uids = iter(range(bundle.item_count()))
+def collect_items(
+    bundle: LongTermBundle, summary: str, recalled: Sequence[RecalledRecord] = ()
+) -> MemoryItems:
+    """The bundle's and the recalled items, sanitised and ordered for rendering; blank ones
+    left out."""
+    uids = iter(range(bundle.item_count() + len(recalled)))
     profile: list[MemoryItem] = []
     for attr in bundle.profile:
         key, value = sanitize(attr.key), sanitize(attr.value)
@@ -117,11 +131,20 @@ def collect_items(bundle: LongTermBundle, summary: str) -> MemoryItems:
         episodic.append(
             MemoryItem(next(uids), "events", text, event.importance, event.created_at, event.id)
         )
+    found: list[tuple[tuple[str, int, int, str], MemoryItem]] = []
+    for record in recalled:
+        text = sanitize(record.text)
+        if text:
+            label = ", ".join(filter(None, (_date(record.date), sanitize(record.speaker))))
+            line = f"({label}) {text}" if label else text
+            item = MemoryItem(next(uids), "recalled", line, record.score, record.date, record.id)
+            found.append(((record.date, record.turn, record.seq, record.id), item))
     return MemoryItems(
         profile=tuple(sorted(profile, key=lambda i: (i.id, i.text))),
         facts=tuple(sorted(facts, key=lambda i: (-i.score, i.id, i.text))),
         episodic=tuple(sorted(episodic, key=lambda i: (i.created_at, i.id, i.kind, i.text))),
         summary=sanitize(summary),
+        recalled=tuple(item for _, item in sorted(found, key=lambda pair: pair[0])),
     )
 
 
@@ -134,11 +157,13 @@ def render_items(
     profile = [f"- {i.text}" for i in items.profile if i.uid not in omit]
     facts = [f"- {i.text}" for i in items.facts if i.uid not in omit]
     episodic = [i.text for i in items.episodic if i.uid not in omit]
+    recalled = [f"- {i.text}" for i in items.recalled if i.uid not in omit]
     lines: list[str] = []
     _section(lines, "PROFILE", profile)
     _section(lines, "SEMANTIC", facts)
     _section(lines, "EPISODIC", (f"{n}) {text}" for n, text in enumerate(episodic, start=1)))
     _section(lines, "SUMMARY", [shown_summary] if shown_summary else [])
+    _section(lines, "RECALLED", recalled)
     return "\n".join(lines)
 
 
