@@ -11,6 +11,7 @@ from llm_bot.contract.messages import (
     InternalEventV2,
     MemoryJobV1,
     ToolTrace,
+    TranscriptMessage,
 )
 
 __all__ = [
@@ -24,4 +25,5 @@ __all__ = [
     "InternalEventV2",
     "MemoryJobV1",
     "ToolTrace",
+    "TranscriptMessage",
 ]

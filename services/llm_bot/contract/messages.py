@@ -25,7 +25,9 @@ Identifier = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
 
 ConversationSelector = Annotated[str, StringConstraints(pattern=rf"{ID_PATTERN}|^\*$")]
 MetadataValue = Annotated[str, StringConstraints(max_length=1024)] | int | float | bool | None
-EventType = Literal["message", "conversation.end", "memory.forget", "tool.call", "tool.result"]
+EventType = Literal[
+    "message", "transcript", "conversation.end", "memory.forget", "tool.call", "tool.result"
+]
 ErrorCode = Literal["invalid_event", "model_error", "memory_unavailable", "timeout", "internal"]
 
 
@@ -57,6 +59,24 @@ class ToolTrace(_Wire):
     content: str = ""
 
 
+MAX_TRANSCRIPT_MESSAGES = 500
+
+
+class TranscriptMessage(_Wire):
+    """One message of a ``transcript`` event: something already said, imported as it was."""
+
+    role: Literal["user", "assistant"]
+    text: Annotated[str, StringConstraints(min_length=1, pattern=r"\S")] = Field(
+        description="What was said (not blank; the body limit bounds its length)."
+    )
+    name: Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f-\x9f]{1,64}$")] | None = (
+        Field(None, description="The speaker's display name (at most 64 characters).")
+    )
+    created_at: AwareDatetime | None = Field(
+        None, description="When it was said (RFC 3339); the event's created_at by default."
+    )
+
+
 class InternalEventV2(_Wire):
     """A chat event published to the ingress routing key."""
 
@@ -80,6 +100,13 @@ class InternalEventV2(_Wire):
     tool: ToolTrace | None = Field(
         None, description="Required for tool.call and tool.result events."
     )
+    transcript: list[TranscriptMessage] | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_TRANSCRIPT_MESSAGES,
+        description="Required for transcript events: the messages to record, in order "
+        "(larger histories: several events, published in order).",
+    )
 
     @model_validator(mode="after")
     def _check_type_fields(self) -> InternalEventV2:
@@ -87,6 +114,8 @@ class InternalEventV2(_Wire):
             raise ValueError("conversation_id '*' is only valid for memory.forget")
         if self.type in ("tool.call", "tool.result") and self.tool is None:
             raise ValueError(f"{self.type} events need a 'tool' object")
+        if self.type == "transcript" and self.transcript is None:
+            raise ValueError("transcript events need a 'transcript' list")
         return self
 
     def prompt_text(self) -> str:

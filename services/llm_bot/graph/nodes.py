@@ -19,6 +19,7 @@ from llm_bot.contract.messages import candidate_id
 from llm_bot.graph.state import ChatEvent, GraphContext, GraphState
 from llm_bot.memory.context import assemble_context
 from llm_bot.memory.messages import ChatMessage, ToolCall
+from llm_bot.memory.transcript import transcript_turns
 from llm_bot.memory.window import WindowAppend, reduce_window
 from llm_bot.memory.working import MemoryCommit, ProcessedEvent, WorkingMemory
 
@@ -28,6 +29,7 @@ Update = dict[str, Any]
 
 
 INGEST_NEXT = ("recall", END)
+ROUTES_WITHOUT_MODEL = ("tool", "transcript")
 RECALL_NEXT = ("call_model", "remember", END)
 
 
@@ -36,6 +38,8 @@ async def ingest(state: GraphState, runtime: Runtime[GraphContext]) -> Command[s
     event = state["event"]
     if event.type in ("tool.call", "tool.result"):
         return Command(update={"route": "tool"}, goto="recall")
+    if event.type == "transcript":
+        return Command(update={"route": "transcript"}, goto="recall")
     if not event.text.strip():
         log.info("event.skipped", reason="no_prompt_text")
         return Command(update={"route": "skip"}, goto=END)
@@ -109,17 +113,28 @@ async def recall(state: GraphState, runtime: Runtime[GraphContext]) -> Command[s
         update["job"] = turn_job(event, recalled.processed.turn, tokens, ctx.clock())
         return Command(update=update, goto=END)
     loaded = recalled.memory.messages
-    if event.type == "message":
-        turn, seq = recalled.last_turn + 1, 0
+    next_seq = 1 + max((m.seq for m in loaded if m.turn == recalled.last_turn), default=-1)
+    if event.type == "transcript":
+        added = transcript_turns(
+            event.event_id,
+            event.transcript,
+            last_turn=recalled.last_turn,
+            next_seq=next_seq,
+            created_at=event.created_at,
+        )
+        turn = added[-1].turn
     else:
-        turn = max(recalled.last_turn, 1)
-        seq = 1 + max((m.seq for m in loaded if m.turn == turn), default=-1)
-    message = _turn_message(event, turn, seq, event.created_at.isoformat())
+        if event.type == "message":
+            turn, seq = recalled.last_turn + 1, 0
+        else:
+            turn, seq = max(recalled.last_turn, 1), next_seq
+        added = [_turn_message(event, turn, seq, event.created_at.isoformat())]
+    message = added[-1]
     update = {
         "recalled": recalled,
         "turn": turn,
-        "turn_messages": [message],
-        "messages": WindowAppend((*loaded, message), ctx.bounds),
+        "turn_messages": added,
+        "messages": WindowAppend((*loaded, *added), ctx.bounds),
     }
     if ctx.retriever is not None and retrieving:
         window = reduce_window(loaded, [message], ctx.bounds).messages
@@ -127,7 +142,8 @@ async def recall(state: GraphState, runtime: Runtime[GraphContext]) -> Command[s
         update["retrieval"] = await ctx.retriever.retrieve(
             query, event.key, exclude=shown, topic=recalled.memory.topic
         )
-    return Command(update=update, goto="remember" if state["route"] == "tool" else "call_model")
+    done = state["route"] in ROUTES_WITHOUT_MODEL
+    return Command(update=update, goto="remember" if done else "call_model")
 
 
 async def call_model(state: GraphState, runtime: Runtime[GraphContext]) -> Update:

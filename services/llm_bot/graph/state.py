@@ -9,7 +9,7 @@ from typing import Annotated, Literal, TypedDict
 
 from opentelemetry.trace import Tracer
 
-from llm_bot.contract import CandidateV1, MemoryJobV1, ToolTrace
+from llm_bot.contract import CandidateV1, MemoryJobV1, ToolTrace, TranscriptMessage
 from llm_bot.memory.context import AssembledContext, ContextBudget
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.tokens import TokenCounter
@@ -22,15 +22,17 @@ from llm_bot.telemetry.metrics import Metrics
 
 @dataclass(frozen=True)
 class ChatEvent:
-    """The command the graph runs on: a validated ``message`` or ``tool.*`` event."""
+    """The command the graph runs on: a validated ``message``, ``transcript`` or ``tool.*``
+    event."""
 
     event_id: str
-    type: Literal["message", "tool.call", "tool.result"]
+    type: Literal["message", "transcript", "tool.call", "tool.result"]
     key: ConversationKey
     created_at: datetime
     text: str = ""
     lang: str | None = None
     tool: ToolTrace | None = None
+    transcript: tuple[TranscriptMessage, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,7 @@ class GraphContext:
     """None when retrieval is off (``LLM_BOT_EMBEDDINGS=off``)."""
 
 
-Route = Literal["skip", "duplicate", "tool", "reply"]
+Route = Literal["skip", "duplicate", "tool", "transcript", "reply"]
 
 
 class GraphState(TypedDict, total=False):

@@ -153,6 +153,7 @@ class EventHandler:
             text=event.prompt_text(),
             lang=next((a.lang for a in event.annotations if a.kind == "prompt" and a.lang), None),
             tool=event.tool,
+            transcript=tuple(event.transcript or ()),
         )
         text_fields = {"text": command.text} if self._log_content else {}
         log.info("event.received", prompt_chars=len(command.text), **text_fields)
@@ -170,6 +171,12 @@ class EventHandler:
             return Duplicate(state.get("candidate"), job=state.get("job"))
         if route == "tool":
             return Recorded(f"{command.type} recorded in turn {state['turn']}")
+        if route == "transcript":
+            return Recorded(
+                f"transcript: {len(command.transcript)} messages recorded through turn "
+                f"{state['turn']}",
+                job=state.get("job"),
+            )
         return Replied(state["candidate"], job=state.get("job"))
 
 
