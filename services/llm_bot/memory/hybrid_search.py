@@ -22,6 +22,7 @@ index fuses the same way.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
@@ -42,6 +43,10 @@ NEAR_DUPLICATE = 0.95
 """Cosine at or above which two entries say the same thing."""
 CANDIDATES_PER_RANKING = 200
 """How deep each ranking is read before fusion."""
+
+
+_normalised = functools.lru_cache(maxsize=16384)(normalise)
+"""Texts compared for exact repeats (the same entries come back query after query)."""
 
 
 def unit(vector: npt.ArrayLike) -> Vector:
@@ -205,13 +210,19 @@ def rank(scores: Vector, keep: npt.NDArray[np.bool_], depth: int) -> list[int]:
 def fuse(rankings: Sequence[Sequence[int]]) -> list[tuple[int, float]]:
     """Reciprocal rank fusion of ``rankings`` (rows, best first): (row, fused score scaled
     to (0, 1], 1 = first in every ranking), best first, ties by lower row."""
-    fused: dict[int, float] = {}
-    for ranking in rankings:
-        for position, row in enumerate(ranking, start=1):
-            fused[row] = fused.get(row, 0.0) + 1.0 / (RRF_K + position)
+    listed = [np.asarray(ranking, dtype=np.int64) for ranking in rankings if len(ranking)]
+    if not listed:
+        return []
+    rows = np.concatenate(listed)
+    shares = np.concatenate([1.0 / (RRF_K + np.arange(1, r.size + 1)) for r in listed])
+    unique, inverse = np.unique(rows, return_inverse=True)
+    fused = np.bincount(inverse, weights=shares)
+    order = np.lexsort((unique, -fused))
     best = len(rankings) / (RRF_K + 1)
-    ordered = sorted(fused.items(), key=lambda item: (-item[1], item[0]))
-    return [(row, min(1.0, score / best)) for row, score in ordered]
+    return [
+        (int(row), min(1.0, float(score) / best))
+        for row, score in zip(unique[order], fused[order], strict=True)
+    ]
 
 
 @dataclass(frozen=True)
@@ -235,18 +246,26 @@ def collapse(candidates: Iterable[Candidate], query: SearchQuery) -> list[Search
     if query.limit <= 0:
         return hits
     kept_texts: set[str] = set()
-    kept_vectors: list[Vector] = []
+    kept: Vector | None = None  # the kept embeddings, one row each (one product per check)
+    filled = 0
     for candidate in candidates:
-        text = normalise(candidate.entry.text)
+        text = _normalised(candidate.entry.text)
         vector = candidate.vector
         if text in kept_texts or (
             vector is not None
-            and any(float(vector @ other) >= NEAR_DUPLICATE for other in kept_vectors)
+            and kept is not None
+            and filled
+            and vector.size == kept.shape[1]
+            and float((kept[:filled] @ vector).max()) >= NEAR_DUPLICATE
         ):
             continue
         kept_texts.add(text)
         if vector is not None and query.vector is not None:
-            kept_vectors.append(vector)
+            if kept is None:
+                kept = np.empty((query.limit, vector.size), dtype=np.float32)
+            if vector.size == kept.shape[1]:
+                kept[filled] = vector
+                filled += 1
         hits.append(
             SearchHit(
                 entry=candidate.entry,

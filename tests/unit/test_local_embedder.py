@@ -1,0 +1,46 @@
+"""The bundled local embedding model: offline, unit vectors, and honest about what it
+cannot read."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from llm_bot.adapters.local_embedder import DIMENSION, INDEX_MODEL_ID, LocalEmbedder, encode
+
+
+def test_related_sentences_are_close_and_unrelated_ones_far() -> None:
+    """A question and the message that answers it score far above an unrelated one."""
+    question, answer, other = encode(
+        [
+            "When did Caroline go to the LGBTQ support group?",
+            "Caroline: I went to a LGBTQ support group yesterday.",
+            "The weather forecast says rain in Bangkok.",
+        ]
+    )
+    assert question.shape == (DIMENSION,)
+    assert abs(float(np.linalg.norm(question)) - 1.0) < 1e-4
+    assert float(question @ answer) > 0.6 > float(question @ other) + 0.3
+
+
+def test_text_the_model_cannot_read_gets_the_zero_vector() -> None:
+    """Thai without spaces is one [UNK] to this English model: no dense match at all
+    (otherwise every Thai text would match every other with cosine 1)."""
+    thai, paraphrase, mixed = encode(
+        ["ราคาสินค้านี้เท่าไหร่ครับ", "วันนี้อากาศดีมาก", "ราคา of the blue kettle please"]
+    )
+    assert not thai.any()
+    assert not paraphrase.any()
+    assert abs(float(np.linalg.norm(mixed)) - 1.0) < 1e-4
+
+
+async def test_the_port_embeds_off_the_event_loop() -> None:
+    """The adapter answers through its worker thread, one row per text, and names its model."""
+    embedder = LocalEmbedder()
+    try:
+        vectors = await embedder.embed(["hello", "world"], purpose="passage")
+        empty = await embedder.embed([], purpose="query")
+    finally:
+        await embedder.aclose()
+    assert vectors.shape == (2, DIMENSION)
+    assert empty.shape == (0, DIMENSION)
+    assert embedder.name == INDEX_MODEL_ID
