@@ -230,6 +230,18 @@ def test_items_older_than_the_cutoff_always_go() -> None:
     assert to_evict(items, max_items=100, cutoff_iso=day(10)) == ["old"]
 
 
+def test_retention_counts_from_when_memory_was_recorded_not_from_when_it_happened() -> None:
+    """Imported history of long ago is kept as long as live memory: an episode or event
+    about day 1 recorded on day 20 lives from day 20; without ``recorded_at`` (stored before
+    the field existed), from its ``created_at``."""
+    imported = [
+        episode("ep", day(1)).model_copy(update={"recorded_at": day(20)}),
+        event("ev", day(1)).model_copy(update={"recorded_at": day(20)}),
+        episode("legacy", day(1)),
+    ]
+    assert to_evict(imported, max_items=100, cutoff_iso=day(10)) == ["legacy"]
+
+
 @pytest.mark.parametrize(
     ("low", "mid", "high"),
     [

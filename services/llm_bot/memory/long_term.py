@@ -58,7 +58,11 @@ class EpisodicSummary(BaseModel):
     tags: tuple[str, ...] = ()
     salience: float = Field(ge=0.0, le=1.0)
     created_at: str
+    """When it happened (the messages' time; old for imported history)."""
     event_ids: tuple[str, ...] = ()
+    recorded_at: str = ""
+    """When llm-bot stored it: retention counts from here ("" for items from before this
+    field: their ``created_at``)."""
 
 
 class NotableEvent(BaseModel):
@@ -75,6 +79,9 @@ class NotableEvent(BaseModel):
     turn: int
     event_id: str
     created_at: str
+    """When the message was said."""
+    recorded_at: str = ""
+    """When llm-bot stored it: retention counts from here ("": ``created_at``)."""
 
 
 class LongTermBundle(BaseModel):

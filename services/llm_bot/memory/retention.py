@@ -45,11 +45,20 @@ def score(item: Scored) -> float:
     return item.salience
 
 
+def recorded(item: Scored) -> str:
+    """When llm-bot stored the item, which retention counts from: a fact's last update, an
+    episode's or event's ``recorded_at`` (its ``created_at`` for items stored before that
+    field existed). Imported history of years ago is kept as long as live memory."""
+    if isinstance(item, SemanticFact):
+        return item.updated_at
+    return item.recorded_at or item.created_at
+
+
 def to_evict(items: Sequence[Scored], max_items: int, cutoff_iso: str) -> list[str]:
-    """Ids to remove: everything created before the cutoff, then the least salient and
+    """Ids to remove: everything recorded before the cutoff, then the least salient and
     oldest beyond ``max_items``."""
-    expired = [item.id for item in items if item.created_at < cutoff_iso]
-    alive = [item for item in items if item.created_at >= cutoff_iso]
+    expired = [item.id for item in items if recorded(item) < cutoff_iso]
+    alive = [item for item in items if recorded(item) >= cutoff_iso]
     ranked = sorted(alive, key=lambda i: (-score(i), _newest_first(i.created_at), i.id))
     return expired + [item.id for item in ranked[max_items:]]
 

@@ -110,4 +110,5 @@ class MessageClassifier:
             turn=message.turn,
             event_id=message.event_id or message.id,
             created_at=message.created_at or self._clock().isoformat(),
+            recorded_at=self._clock().isoformat(),
         )

@@ -181,6 +181,7 @@ class Compactor:
             salience=output.salience,
             created_at=max((m.created_at for m in messages), default=now),  # when it happened
             event_ids=event_ids,
+            recorded_at=now,
         )
         known = await self._ltm.facts(key.tenant_id, key.user_id)
         facts: list[SemanticFact] = []
