@@ -30,7 +30,7 @@ worker: $(STAMP) ## run the memory worker (classify, compact, finalize) beside `
 	$(BIN)/llm-bot worker
 
 .PHONY: demo
-demo: $(STAMP) ## a 3-turn conversation through RabbitMQ against the built-in fake model
+demo: $(STAMP) ## a 7-turn conversation through RabbitMQ (with an imported earlier chat) against the built-in fake model
 	LLM_BOT_LOG_LEVEL=$${LLM_BOT_LOG_LEVEL:-warning} LLM_BOT_LOG_FORMAT=$${LLM_BOT_LOG_FORMAT:-console} $(BIN)/llm-bot demo
 
 .PHONY: fake-model

@@ -2,8 +2,9 @@
 
 Starts the project's fake OpenAI-compatible model (which also answers the memory worker's
 summarizer and classifier prompts), runs the consumer and the memory worker in-process on
-demo queue names (so a running service is not disturbed), publishes a six-turn
-conversation as an integrator would with a small window (6 messages), prints each
+demo queue names (so a running service is not disturbed), imports an earlier support
+chat with a human agent as a ``transcript`` event, publishes a seven-turn conversation as
+an integrator would with a small window (6 messages), prints each
 CandidateV1, what the model was sent for the last turn, and every memory tier at the end:
 the window, the rolling summary, and the long-term profile, facts, episodes and events
 with their sources.
@@ -14,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import aio_pika
 from aio_pika.abc import AbstractIncomingMessage
@@ -36,7 +37,14 @@ DEMO_PROMPTS = (
     "How much does it cost, and can it be delivered on a weekend?",
     "I was charged twice for my last order, I want a refund.",
     "Thanks! What do you remember about me?",
+    "Last thing: did the replacement lid for my old order ever ship?",
 )
+EARLIER_CHAT = (
+    ("user", "Hello, my order 3921 arrived but the teapot lid is cracked.", "Ann"),
+    ("assistant", "Sorry about that! I've sent a replacement lid by courier today.", "Agent Ploy"),
+    ("user", "Thank you, please ring the bell twice, the doorbell is broken.", "Ann"),
+)
+"""A chat with a human agent last month, imported as a ``transcript`` (retrieval finds it)."""
 DEMO_WINDOW_MESSAGES = 6
 WORKER_SETTLE_SECONDS = 30.0
 CANDIDATE_WAIT_SECONDS = 30.0
@@ -73,6 +81,23 @@ def demo_settings(settings: Settings, base_url: str) -> Settings:
             "memory_max_messages": DEMO_WINDOW_MESSAGES,
         }
     )
+
+
+def transcript_event(key: ConversationKey) -> dict[str, object]:
+    """Last month's chat with a human agent, as an import of its own conversation."""
+    when = datetime.now(UTC) - timedelta(days=30)
+    return {
+        "schema": "internal.event.v2",
+        "id": f"imp_{uuid.uuid4().hex}",
+        "type": "transcript",
+        "tenant_id": key.tenant_id,
+        "user_id": key.user_id,
+        "conversation_id": f"{key.conversation_id}_earlier",
+        "created_at": when.isoformat(),
+        "transcript": [
+            {"role": role, "text": text, "name": name} for role, text, name in EARLIER_CHAT
+        ],
+    }
 
 
 def demo_event(key: ConversationKey, text: str) -> dict[str, object]:
@@ -116,6 +141,7 @@ async def run_demo(settings: Settings) -> None:
                     await inbox.put(json.loads(message.body))
 
             await replies.consume(collect)
+            await _import_earlier_chat(connection, exchange, settings, key)
             print(f"conversation {key.conversation_id} (model: fake server at {fake.base_url})\n")
             for turn, text in enumerate(DEMO_PROMPTS, start=1):
                 event = demo_event(key, text)
@@ -158,6 +184,27 @@ async def run_demo(settings: Settings) -> None:
             for queue in Topology.from_settings(settings).queues():
                 await cleanup.queue_delete(queue)
             await connection.close()
+
+
+async def _import_earlier_chat(
+    connection: aio_pika.abc.AbstractRobustConnection,
+    exchange: aio_pika.abc.AbstractExchange,
+    settings: Settings,
+    key: ConversationKey,
+) -> None:
+    imported = transcript_event(key)
+    await exchange.publish(
+        aio_pika.Message(
+            json.dumps(imported).encode(),
+            content_type="application/json",
+            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+            message_id=str(imported["id"]),
+        ),
+        routing_key=settings.ingress_routing_key,
+    )
+    await _settle(connection, settings.ingress_queue)
+    await _settle(connection, settings.memory_queue)
+    print(f"imported last month's chat with a human agent ({len(EARLIER_CHAT)} messages)")
 
 
 async def _settle(connection: aio_pika.abc.AbstractRobustConnection, queue: str) -> None:
