@@ -34,7 +34,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("run", help="consume InternalEventV2 events and publish candidates")
     commands.add_parser("worker", help="the memory worker: classify, compact, finalize")
-    commands.add_parser("demo", help="a 3-turn conversation through RabbitMQ with a fake model")
+    commands.add_parser("demo", help="a 7-turn conversation through RabbitMQ with a fake model")
 
     memory = commands.add_parser("memory", help="inspect or erase memory")
     memory_commands = memory.add_subparsers(dest="memory_command", required=True, metavar="ACTION")
