@@ -154,7 +154,8 @@ def remember_fact(
     top = max(match.confidence, confidence)
     return match.model_copy(
         update={
-            "confidence": round(min(1.0, top + CONFIDENCE_BOOST * (1 - top)), 4),
+            # rounded for stable storage, never below what it was (rounding could lower it)
+            "confidence": max(top, round(min(1.0, top + CONFIDENCE_BOOST * (1 - top)), 4)),
             "salience": max(match.salience, salience),
             "tags": tuple(sorted(set(match.tags) | set(tags))),
             "sources": (*match.sources, source),
