@@ -58,6 +58,9 @@ from tests.support.services import DEFAULT_AMQP_URL, DEFAULT_REDIS_URL, ServiceU
 
 TENANT = "locomo"
 COUNTER = TiktokenCounter()
+MAX_ITEMS = 100
+"""``LLM_BOT_RETRIEVAL_MAX_ITEMS`` here: recall is measured at a budget, and retrieval may
+fill it (the service's default, 20, trades recall for tokens on every prompt)."""
 OUTPUT_TOKENS = 256
 MARGIN = 64
 
@@ -137,6 +140,7 @@ def settings_for(
         max_output_tokens=OUTPUT_TOKENS,
         context_safety_margin=MARGIN,
         embeddings=embeddings,
+        retrieval_max_items=MAX_ITEMS,
         retry_base_seconds=0.05,
         log_level="warning",
         **suffix,

@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry
 
 from llm_bot.bootstrap import utc_now
 from llm_bot.config import Settings
+from llm_bot.entrypoints.recall_cli import reindex, show_recall
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.fake_model.memory_prompts import memory_responder
 from llm_bot.memory.working import ConversationKey
@@ -195,3 +196,29 @@ async def test_retrieval_off_searches_nothing(
         assert worker.base.embedder is None
         assert await worker.base.index.count(key.tenant_id, key.user_id) == 0
     assert searches(registry, "searched") == 0
+
+
+async def test_reindex_backfills_memory_recorded_before_retrieval_and_show_lists_it(
+    retrieval_settings: Callable[..., Settings],
+) -> None:
+    """Memory recorded with retrieval off has no index; ``llm-bot memory reindex`` builds it
+    (once: a second run writes nothing) and ``memory show --query`` lists what a message
+    would recall, best first."""
+    off = retrieval_settings(embeddings="off")
+    key = ConversationKey("trx", new_id("u"), new_id("c"))
+    async with bot(off) as (_service, client), running_worker(off) as _worker:
+        for text in HISTORY:
+            await say(client, key, text)
+        await settled(client)
+    on = retrieval_settings()
+    written = await reindex(on, tenant_id=key.tenant_id, user_id=key.user_id, rebuild=False)
+    again = await reindex(on, tenant_id=key.tenant_id, user_id=key.user_id, rebuild=False)
+    rebuilt = await reindex(on, tenant_id=key.tenant_id, user_id=key.user_id, rebuild=True)
+    later = ConversationKey(key.tenant_id, key.user_id, new_id("c"))
+    hits = await show_recall(on, later, "what is my order number?")
+    assert written == 5
+    assert again == 0
+    assert rebuilt == 5
+    assert "4471" in hits[0]["text"]
+    assert hits[0]["score"] >= hits[-1]["score"]
+    assert {"dense", "keyword", "date", "speaker", "conversation_id"} <= set(hits[0])
