@@ -144,17 +144,7 @@ async def run_demo(settings: Settings) -> None:
             await _import_earlier_chat(connection, exchange, settings, key)
             print(f"conversation {key.conversation_id} (model: fake server at {fake.base_url})\n")
             for turn, text in enumerate(DEMO_PROMPTS, start=1):
-                event = demo_event(key, text)
-                await exchange.publish(
-                    aio_pika.Message(
-                        json.dumps(event).encode(),
-                        content_type="application/json",
-                        delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-                        message_id=str(event["id"]),
-                        correlation_id=key.conversation_id,
-                    ),
-                    routing_key=settings.ingress_routing_key,
-                )
+                await _publish(exchange, settings, demo_event(key, text))
                 candidate = await asyncio.wait_for(inbox.get(), CANDIDATE_WAIT_SECONDS)
                 await _settle(connection, settings.memory_queue)  # let the worker catch up
                 print(f"turn {turn}  user: {text}")
@@ -186,22 +176,29 @@ async def run_demo(settings: Settings) -> None:
             await connection.close()
 
 
+async def _publish(
+    exchange: aio_pika.abc.AbstractExchange, settings: Settings, event: dict[str, object]
+) -> None:
+    """As an integrator publishes: persistent JSON, message and correlation ids set."""
+    await exchange.publish(
+        aio_pika.Message(
+            json.dumps(event).encode(),
+            content_type="application/json",
+            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+            message_id=str(event["id"]),
+            correlation_id=str(event["conversation_id"]),
+        ),
+        routing_key=settings.ingress_routing_key,
+    )
+
+
 async def _import_earlier_chat(
     connection: aio_pika.abc.AbstractRobustConnection,
     exchange: aio_pika.abc.AbstractExchange,
     settings: Settings,
     key: ConversationKey,
 ) -> None:
-    imported = transcript_event(key)
-    await exchange.publish(
-        aio_pika.Message(
-            json.dumps(imported).encode(),
-            content_type="application/json",
-            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-            message_id=str(imported["id"]),
-        ),
-        routing_key=settings.ingress_routing_key,
-    )
+    await _publish(exchange, settings, transcript_event(key))
     await _settle(connection, settings.ingress_queue)
     await _settle(connection, settings.memory_queue)
     print(f"imported last month's chat with a human agent ({len(EARLIER_CHAT)} messages)")
