@@ -196,6 +196,7 @@ async def test_retrieval_off_searches_nothing(
         assert worker.base.embedder is None
         assert await worker.base.index.count(key.tenant_id, key.user_id) == 0
     assert searches(registry, "searched") == 0
+    assert searches(registry, "off") == 1
 
 
 async def test_reindex_backfills_memory_recorded_before_retrieval_and_show_lists_it(

@@ -136,7 +136,9 @@ async def recall(state: GraphState, runtime: Runtime[GraphContext]) -> Command[s
         "turn_messages": added,
         "messages": WindowAppend((*loaded, *added), ctx.bounds),
     }
-    if ctx.retriever is not None and retrieving:
+    if ctx.retriever is None and state["route"] == "reply":
+        ctx.metrics.retrieval_searches.labels("off").inc()
+    elif ctx.retriever is not None and retrieving:
         window = reduce_window(loaded, [message], ctx.bounds).messages
         shown = {m.id for m in window} | recalled.bundle.item_ids()
         update["retrieval"] = await ctx.retriever.retrieve(
