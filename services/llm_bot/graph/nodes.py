@@ -21,7 +21,7 @@ from llm_bot.memory.context import assemble_context
 from llm_bot.memory.messages import ChatMessage, ToolCall
 from llm_bot.memory.transcript import transcript_turns
 from llm_bot.memory.window import WindowAppend, reduce_window
-from llm_bot.memory.working import MemoryCommit, ProcessedEvent, WorkingMemory
+from llm_bot.memory.working import MemoryCommit, ProcessedEvent, Recalled, WorkingMemory
 
 log = structlog.get_logger(__name__)
 
@@ -92,8 +92,8 @@ async def recall(state: GraphState, runtime: Runtime[GraphContext]) -> Command[s
     Then: a duplicate ends here, a tool trace goes to ``remember``, a message to the model."""
     ctx = runtime.context
     event = state["event"]
-    retrieving = ctx.retriever is not None and state["route"] == "reply"
-    query = ctx.retriever.prepare(event.text) if ctx.retriever and retrieving else None
+    replying = state["route"] == "reply"
+    query = ctx.retriever.prepare(event.text) if ctx.retriever and replying else None
     try:
         recalled = await ctx.memory.load(event.key, event.event_id)
     except BaseException:
@@ -113,39 +113,44 @@ async def recall(state: GraphState, runtime: Runtime[GraphContext]) -> Command[s
         update["job"] = turn_job(event, recalled.processed.turn, tokens, ctx.clock())
         return Command(update=update, goto=END)
     loaded = recalled.memory.messages
-    next_seq = 1 + max((m.seq for m in loaded if m.turn == recalled.last_turn), default=-1)
-    if event.type == "transcript":
-        added = transcript_turns(
-            event.event_id,
-            event.transcript,
-            last_turn=recalled.last_turn,
-            next_seq=next_seq,
-            created_at=event.created_at,
-        )
-        turn = added[-1].turn
-    else:
-        if event.type == "message":
-            turn, seq = recalled.last_turn + 1, 0
-        else:
-            turn, seq = max(recalled.last_turn, 1), next_seq
-        added = [_turn_message(event, turn, seq, event.created_at.isoformat())]
-    message = added[-1]
+    added = _numbered(event, recalled)
     update = {
         "recalled": recalled,
-        "turn": turn,
+        "turn": added[-1].turn,
         "turn_messages": added,
         "messages": WindowAppend((*loaded, *added), ctx.bounds),
     }
-    if ctx.retriever is None and state["route"] == "reply":
+    if ctx.retriever is None and replying:
         ctx.metrics.retrieval_searches.labels("off").inc()
-    elif ctx.retriever is not None and retrieving:
-        window = reduce_window(loaded, [message], ctx.bounds).messages
+    elif ctx.retriever is not None and replying:
+        # What the window and the bundle already show is not recalled again.
+        window = reduce_window(loaded, added, ctx.bounds).messages
         shown = {m.id for m in window} | recalled.bundle.item_ids()
         update["retrieval"] = await ctx.retriever.retrieve(
             query, event.key, exclude=shown, topic=recalled.memory.topic
         )
     done = state["route"] in ROUTES_WITHOUT_MODEL
     return Command(update=update, goto="remember" if done else "call_model")
+
+
+def _numbered(event: ChatEvent, recalled: Recalled) -> list[ChatMessage]:
+    """The event's messages numbered into the conversation: a message opens the next turn,
+    a tool trace joins the current one, a transcript is numbered message by message."""
+    loaded = recalled.memory.messages
+    next_seq = 1 + max((m.seq for m in loaded if m.turn == recalled.last_turn), default=-1)
+    if event.type == "transcript":
+        return transcript_turns(
+            event.event_id,
+            event.transcript,
+            last_turn=recalled.last_turn,
+            next_seq=next_seq,
+            created_at=event.created_at,
+        )
+    if event.type == "message":
+        turn, seq = recalled.last_turn + 1, 0
+    else:
+        turn, seq = max(recalled.last_turn, 1), next_seq
+    return [_turn_message(event, turn, seq, event.created_at.isoformat())]
 
 
 async def call_model(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
