@@ -223,3 +223,25 @@ async def test_reindex_backfills_memory_recorded_before_retrieval_and_show_lists
     assert "4471" in hits[0]["text"]
     assert hits[0]["score"] >= hits[-1]["score"]
     assert {"dense", "keyword", "date", "speaker", "conversation_id"} <= set(hits[0])
+
+
+async def test_thai_is_recalled_by_its_keywords(
+    retrieval_settings: Callable[..., Settings],
+) -> None:
+    """The English embedding model cannot read Thai (no vector); Thai character bigrams
+    still find a Thai message for a Thai question, ranked above an unrelated Thai one."""
+    settings = retrieval_settings()
+    key = ConversationKey("trth", new_id("u"), new_id("c"))
+    async with bot(settings) as (service, client), running_worker(settings) as _worker:
+        await say(client, key, "กาต้มน้ำสีฟ้าราคา 250 บาทค่ะ ส่งฟรีวันเสาร์")
+        await say(client, key, "วันนี้อากาศดีมาก ฉันไปเดินเล่นที่สวน")
+        await settled(client)
+        later = ConversationKey(key.tenant_id, key.user_id, new_id("c"))
+        await say(client, later, "กาต้มน้ำสีฟ้าราคาเท่าไหร่")
+        memory = await service.store.working_memory(later)
+    assert memory is not None
+    assert memory.topic is not None
+    ranked = sorted(memory.topic.selection, key=lambda record: -record.score)
+    assert "กาต้มน้ำ" in ranked[0].text
+    weather = [r.score for r in ranked if "อากาศ" in r.text and "กาต้มน้ำ" not in r.text]
+    assert all(score < ranked[0].score for score in weather)
