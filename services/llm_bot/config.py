@@ -116,7 +116,7 @@ class Settings(BaseSettings):
         0.85, ge=0.0, le=1.0, validation_alias=_env("LLM_BOT_TOPIC_SIMILARITY")
     )
     retrieval_max_items: int = Field(
-        20, ge=1, le=1000, validation_alias=_env("LLM_BOT_RETRIEVAL_MAX_ITEMS")
+        16, ge=1, le=1000, validation_alias=_env("LLM_BOT_RETRIEVAL_MAX_ITEMS")
     )
     retrieval_cache_entries: int = Field(
         200_000, ge=0, validation_alias=_env("LLM_BOT_RETRIEVAL_CACHE_ENTRIES")

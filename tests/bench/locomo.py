@@ -60,7 +60,7 @@ TENANT = "locomo"
 COUNTER = TiktokenCounter()
 MAX_ITEMS = 100
 """``LLM_BOT_RETRIEVAL_MAX_ITEMS`` here: recall is measured at a budget, and retrieval may
-fill it (the service's default, 20, trades recall for tokens on every prompt)."""
+fill it (the service's default, 16, trades recall for tokens on every prompt)."""
 OUTPUT_TOKENS = 256
 MARGIN = 64
 
