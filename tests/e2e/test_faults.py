@@ -64,6 +64,17 @@ def conversation_events(key: ConversationKey, count: int) -> list[dict[str, obje
     ]
 
 
+async def integrator_back(client: Integrator, within: float) -> None:
+    """Wait for the integrator's robust channel to reopen (it retries every 5 s by default).
+
+    aio-pika does not replay a publish that meets a closed channel, so a test that publishes
+    right after the broker came back waits here instead of sleeping a guessed time.
+    """
+    async with asyncio.timeout(within):
+        while client.channel.is_closed:
+            await asyncio.sleep(0.1)
+
+
 async def publish_all(client: Integrator, events: list[dict[str, object]]) -> None:
     for event in events:
         await client.publish(event)
@@ -159,7 +170,7 @@ async def test_broker_restart_mid_stream_is_survived_without_process_restart(
         await proc.wait_ready(within=60)
         assert proc.process is not None
         assert proc.process.returncode is None
-        await asyncio.sleep(1)  # the integrator's robust connection comes back too
+        await integrator_back(client, within=30)
         await publish_all(client, after)
         received = await collect_candidates(client, ids, within=90)
         assert await dlq_depth(client) == 0
