@@ -289,3 +289,23 @@ async def test_ranking_is_the_in_memory_reference(idx: Index) -> None:
         assert [h.entry.id for h in found] == [h.entry.id for h in expected], text
         assert [h.score for h in found] == pytest.approx([h.score for h in expected]), text
         assert [h.keyword for h in found] == pytest.approx([h.keyword for h in expected], rel=1e-4)
+
+
+async def test_a_named_speakers_words_rank_first(idx: Index) -> None:
+    """A message naming a speaker: of entries matching its words alike, that speaker's rank
+    first (the keyword ranking among what the named speaker said joins the fusion)."""
+    await idx.put(
+        entry("m|c1|e20", "The lake! The lake at dawn"),
+        entry(
+            "m|c1|e21",
+            "We spent a long quiet weekend at a cabin near a lake with friends and the dog",
+            speaker="Melanie",
+        ),
+        entry("m|c1|e22", "I signed up for a pottery class", speaker="Melanie"),
+        entry("m|c1|e23", "Pottery is calming", speaker="Melanie"),
+        entry("m|c1|e24", "The bowl I made in the pottery class cracked in the kiln yesterday"),
+    )
+    # without the speaker ranking, the shorter entries of the other speaker would win
+    for text, expected in (("Did Melanie go to the lake?", "e21"), ("Caroline's pottery", "e24")):
+        hits = await idx.index.search(idx.tenant, idx.user, query(text, vector=None), model=MODEL)
+        assert hits[0].entry.id == f"m|c1|{expected}", text

@@ -5,24 +5,33 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from llm_bot.memory.hybrid_search import IndexSnapshot, SearchQuery, bm25_scores, search
+from llm_bot.memory.hybrid_search import (
+    IndexSnapshot,
+    SearchQuery,
+    bm25_scores,
+    named_speakers,
+    search,
+    speaker_ranking,
+)
 from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.recall_items import IndexEntry
 from tests.support.embeddings import hashed_vector
 
 
-def entry(entry_id: str, text: str, *, source: str | None = None) -> IndexEntry:
+def entry(
+    entry_id: str, text: str, *, source: str | None = None, speaker: str = "user"
+) -> IndexEntry:
     return IndexEntry(
         id=entry_id,
         kind="message",
         text=text,
-        speaker="user",
+        speaker=speaker,
         date="2025-07-30T10:00:00+00:00",
         conversation_id="c1",
         turn=1,
         seq=0,
         source_id=source or entry_id,
-        terms=tuple(keyword_terms(text)),
+        terms=tuple(keyword_terms(f"{speaker} {text}")),
     )
 
 
@@ -123,3 +132,63 @@ def test_bm25_over_fetched_entries_is_the_snapshot_bm25() -> None:
         average=sum(lengths) / len(lengths),
     )
     assert fetched == pytest.approx(index.keyword_scores(terms)[holders])
+
+
+def conversation_of_two(*lines: tuple[str, str]) -> IndexSnapshot:
+    index = IndexSnapshot()
+    index.upsert(
+        (entry(f"e{n}", text, speaker=speaker), hashed_vector(text))
+        for n, (speaker, text) in enumerate(lines)
+    )
+    return index
+
+
+TWO_PEOPLE = (
+    ("Caroline", "The lake! The lake at dawn"),
+    ("Melanie", "We spent a long quiet weekend at a cabin near a lake with friends and the dog"),
+    ("Melanie", "I signed up for a pottery class"),
+    ("Melanie", "Pottery is calming"),
+    ("Caroline", "The bowl I made in the pottery class cracked in the kiln yesterday"),
+)
+
+
+def test_a_named_speakers_words_rank_above_the_same_words_of_another() -> None:
+    """ "Melanie ... lake": Melanie's long message about a lake ranks above Caroline's
+    short one, which plain BM25 prefers (the name, a term of half the entries, barely
+    counts there)."""
+    index = conversation_of_two(*TWO_PEOPLE)
+    plain = search(index, SearchQuery(vector=None, terms=keyword_terms("the lake")))
+    assert plain[0].entry.speaker == "Caroline"
+    hits = search(
+        index, SearchQuery(vector=None, terms=keyword_terms("Did Melanie go to the lake?"))
+    )
+    assert hits[0].entry.id == "e1"
+
+
+def test_speaker_ranking_is_left_out_when_it_would_not_differ() -> None:
+    """Nobody named, or every matching entry a named speaker's: plain keyword + dense."""
+    keyword = np.array([2.0, 1.0, 0.0, 3.0], dtype=np.float32)
+    keep = np.ones(4, dtype=np.bool_)
+    assert speaker_ranking(keyword, keep, np.zeros(4, dtype=np.bool_)) is None
+    assert speaker_ranking(keyword, keep, np.array([True, True, False, True])) is None
+    assert speaker_ranking(keyword, keep, np.array([True, False, False, False])) == [0]
+    assert speaker_ranking(keyword, np.array([False, True, True, True]), keyword > 0) is None
+
+
+def test_named_speakers_match_names_as_keyword_terms() -> None:
+    """Possessives and case do not matter; a speaker without a name is never named."""
+    speakers = ["Caroline", "Melanie", "Jon", ""]
+    assert named_speakers(speakers, keyword_terms("What is Caroline's identity?")) == {"Caroline"}
+    assert named_speakers(speakers, keyword_terms("what do jon and MELANIE share")) == {
+        "Jon",
+        "Melanie",
+    }
+    assert named_speakers(speakers, keyword_terms("where did we go camping")) == set()
+
+
+def test_both_named_speakers_rank_as_without_the_speaker_ranking() -> None:
+    """A question naming everyone who spoke ranks as keyword + dense alone would."""
+    index = conversation_of_two(*TWO_PEOPLE)
+    both = search(index, SearchQuery(vector=None, terms=keyword_terms("Caroline Melanie pottery")))
+    alone = search(index, SearchQuery(vector=None, terms=keyword_terms("pottery")))
+    assert [h.entry.id for h in both][:2] == [h.entry.id for h in alone][:2]

@@ -58,7 +58,9 @@ from llm_bot.memory.hybrid_search import (
     bm25_scores,
     collapse,
     fuse,
+    named_speakers,
     rank,
+    speaker_ranking,
     unit,
 )
 from llm_bot.memory.recall_items import SEPARATOR, IndexEntry, SearchHit
@@ -190,7 +192,7 @@ class QdrantRecallIndex:
     ) -> list[SearchHit]:
         vector = None if query.vector is None else unit(query.vector)
         sized = vector if vector is not None and vector.size == size else None
-        dense_hits, (by_keyword, models) = await asyncio.gather(
+        dense_hits, (by_keyword, speakers, models) = await asyncio.gather(
             self._dense(tenant_id, user_id, query, model, sized),
             self._keyword(tenant_id, user_id, query),
         )
@@ -200,6 +202,11 @@ class QdrantRecallIndex:
         found = np.arange(len(ids)) < len(dense_hits)
         keyword = np.fromiter((by_keyword.get(p, 0.0) for p in ids), np.float32, len(ids))
         rankings = [rank(keyword, keyword > 0, CANDIDATES_PER_RANKING)]
+        named = named_speakers(set(speakers.values()), query.terms)
+        spoken = np.fromiter((speakers.get(p) in named for p in ids), np.bool_, len(ids))
+        by_speaker = speaker_ranking(keyword, keyword > 0, spoken) if named else None
+        if by_speaker is not None:
+            rankings.append(by_speaker)
         if vector is not None and (dense_hits or model in models):
             rankings.insert(0, rank(dense, found, CANDIDATES_PER_RANKING))
         else:  # dense search off, or the user's vectors are another model's
@@ -243,17 +250,18 @@ class QdrantRecallIndex:
 
     async def _keyword(
         self, tenant_id: str, user_id: str, query: SearchQuery
-    ) -> tuple[dict[str, float], set[str]]:
+    ) -> tuple[dict[str, float], dict[str, str], set[str]]:
         """BM25 of the user's points holding a query term (0 for excluded sources), by point
-        id, with the user's entry count and average length; and those points' models."""
+        id, with the user's entry count and average length; those points' speakers, by
+        point id; and their models."""
         terms = list(dict.fromkeys(query.terms))
         if not terms:
-            return {}, set()
+            return {}, {}, set()
         user = of_user(tenant_id, user_id)
         holders, lengths = await asyncio.gather(
             self._points.scroll(
                 of_user(tenant_id, user_id, field_in("terms", terms)),
-                fields=["terms", "source_id", "model"],
+                fields=["terms", "source_id", "model", "speaker"],
             ),
             self._client.facet(self._name, "doc_length", user, _FACET_LIMIT, exact=True),
         )
@@ -261,10 +269,14 @@ class QdrantRecallIndex:
         average = sum(int(hit.value) * hit.count for hit in lengths.hits) / (count or 1)
         fields = [r.payload or {} for r in holders]
         scores = bm25_scores([f["terms"] for f in fields], terms, count=count, average=average)
-        return {
-            str(r.id): 0.0 if f["source_id"] in query.exclude else float(score)
-            for r, f, score in zip(holders, fields, scores, strict=True)
-        }, {f["model"] for f in fields}
+        return (
+            {
+                str(r.id): 0.0 if f["source_id"] in query.exclude else float(score)
+                for r, f, score in zip(holders, fields, scores, strict=True)
+            },
+            {str(r.id): f["speaker"] for r, f in zip(holders, fields, strict=True)},
+            {f["model"] for f in fields},
+        )
 
     async def _details(
         self, tenant_id: str, user_id: str, ids: list[str], vectors: bool

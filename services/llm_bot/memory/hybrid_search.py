@@ -8,16 +8,23 @@ matrix) and a keyword inverted index. :func:`search` ranks the entries for a que
 - **keyword**: Okapi BM25 (k1 = 1.2, b = 0.75, the Lucene IDF ``ln(1 + (N - df + 0.5) /
   (df + 0.5))``) over the query's keyword terms (``keyword_terms.py``);
 
-and fuses the two rankings by reciprocal rank fusion (``1 / (60 + rank)`` summed over the
-rankings that found the entry; Cormack et al. 2009), which needs no calibration between a
-cosine and a BM25 score. The fused score is scaled to [0, 1] (1 = first in both).
+and, when the query names a speaker (a person whose words are indexed: "What did Melanie
+paint?"), a third time: **keyword among what that speaker said**, the same BM25 scores
+restricted to the entries of the speakers the query names (fielded search, the speaker
+being the field). What a person said is the likeliest evidence for a question about them,
+yet the name alone barely moves BM25: every entry of that speaker holds it, so its IDF is
+low. The ranking is left out when it would not differ from the keyword ranking (no
+speaker named, or every entry the keywords match is a named speaker's). The rankings are fused by reciprocal rank fusion (``1 / (60 +
+rank)`` summed over the rankings that found the entry; Cormack et al. 2009), which needs
+no calibration between a cosine and a BM25 score. The fused score is scaled to [0, 1] (1
+= first in every ranking).
 Entries whose ``source_id`` is excluded (already in the window) never appear; an entry
 whose text repeats one ranked higher (same normalised text, or cosine >= ``NEAR_DUPLICATE``)
 collapses into it.
 
 An index that ranks elsewhere (a vector engine's dense search, ``qdrant_recall_index.py``)
-reuses the pieces: :func:`bm25_scores`, :func:`rank`, :func:`fuse` and :func:`collapse`, so every
-index fuses the same way.
+reuses the pieces: :func:`bm25_scores`, :func:`named_speakers`, :func:`speaker_ranking`,
+:func:`rank`, :func:`fuse` and :func:`collapse`, so every index fuses the same way.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from llm_bot.memory.keyword_matching import normalise
+from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.recall_items import IndexEntry, SearchHit
 
 Vector = npt.NDArray[np.float32]
@@ -81,6 +89,9 @@ class IndexSnapshot:
         self._filled = 0
         self._postings: dict[str, dict[int, int]] = {}
         self._lengths: list[int] = []
+        self._speaker_codes: dict[str, int] = {}
+        self._speakers: npt.NDArray[np.int32] = np.zeros(0, dtype=np.int32)
+        """Each row's speaker, as its index in ``_speaker_codes``."""
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -113,6 +124,9 @@ class IndexSnapshot:
                 self._unpost(row)
                 self._entries[row] = entry
             self._matrix[row] = vector
+            self._speakers[row] = self._speaker_codes.setdefault(
+                entry.speaker, len(self._speaker_codes)
+            )
             self._post(row, entry.terms)
 
     def _grow(self, rows: int) -> None:
@@ -121,6 +135,9 @@ class IndexSnapshot:
             bigger = np.zeros((size, self.dimension or 0), dtype=np.float32)
             bigger[: self._filled] = self._matrix[: self._filled]
             self._matrix = bigger
+            speakers = np.zeros(size, dtype=np.int32)
+            speakers[: self._filled] = self._speakers[: self._filled]
+            self._speakers = speakers
         self._filled = max(self._filled, rows)
 
     def _post(self, row: int, terms: Sequence[str]) -> None:
@@ -163,6 +180,16 @@ class IndexSnapshot:
             scores[rows] += bm25(tf, lengths[rows], len(posting), count, average)
         return scores
 
+    def spoken_by(self, speakers: Collection[str]) -> npt.NDArray[np.bool_]:
+        """By row: whether the entry's speaker is one of ``speakers``."""
+        codes = [self._speaker_codes[s] for s in speakers if s in self._speaker_codes]
+        return np.isin(self._speakers[: len(self._entries)], codes)
+
+    @property
+    def speakers(self) -> Collection[str]:
+        """Every speaker with an entry."""
+        return self._speaker_codes.keys()
+
     def vector(self, entry_id: str) -> Vector | None:
         row = self._rows.get(entry_id)
         return None if row is None else self._matrix[row]
@@ -196,6 +223,32 @@ def bm25_scores(
         tf = np.fromiter((f for _, f in posting), dtype=np.float32, count=len(posting))
         scores[rows] += bm25(tf, lengths[rows], len(posting), count, average or 1.0)
     return scores
+
+
+@functools.lru_cache(maxsize=4096)
+def _name_terms(speaker: str) -> frozenset[str]:
+    return frozenset(keyword_terms(speaker))
+
+
+def named_speakers(speakers: Iterable[str], terms: Collection[str]) -> set[str]:
+    """The ``speakers`` the query names: one of the name's keyword terms is a query term
+    ("Melanie's" names Melanie, as both stem to the same term)."""
+    wanted = set(terms)
+    return {s for s in speakers if s and not _name_terms(s).isdisjoint(wanted)}
+
+
+def speaker_ranking(
+    keyword: Vector, keep: npt.NDArray[np.bool_], spoken: npt.NDArray[np.bool_]
+) -> list[int] | None:
+    """The keyword ranking among the rows ``spoken`` by a speaker the query names (and
+    ``keep``); None when it would not differ from the keyword ranking itself (none of
+    the rows the keywords match is such a speaker's, or all are)."""
+    matched = keep & (keyword > 0)
+    restricted = matched & spoken
+    found = int(np.count_nonzero(restricted))
+    if found == 0 or found == int(np.count_nonzero(matched)):
+        return None
+    return rank(keyword, restricted, CANDIDATES_PER_RANKING)
 
 
 def rank(scores: Vector, keep: npt.NDArray[np.bool_], depth: int) -> list[int]:
@@ -296,6 +349,11 @@ def search(snapshot: IndexSnapshot, query: SearchQuery) -> list[SearchHit]:
         rankings.append(rank(dense, allowed & (dense >= query.min_score), CANDIDATES_PER_RANKING))
     keyword = snapshot.keyword_scores(query.terms)
     rankings.append(rank(keyword, allowed & (keyword > 0), CANDIDATES_PER_RANKING))
+    named = named_speakers(snapshot.speakers, query.terms)
+    if named:
+        by_speaker = speaker_ranking(keyword, allowed, snapshot.spoken_by(named))
+        if by_speaker is not None:
+            rankings.append(by_speaker)
     return collapse(
         (
             Candidate(
