@@ -5,7 +5,11 @@ Run by hand (not part of `make test`):
     .venv/bin/python -m tests.bench.quick_loop --events 1000 --conversations 100 --latency 0
 
 Publishes N message events over C conversations through the real broker, waits for every
-candidate, and prints events/s and the per-event latency percentiles (publish → candidate).
+candidate, and prints events/s, the per-event latency percentiles (publish → candidate)
+and this process's CPU per event (service and fake model). Messages are one-sentence
+questions on varied topics (not filler, so each reply embeds its query and searches);
+``--embeddings off`` measures the same without retrieval: run both to see what the
+query's embedding and search add to the reply path.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import resource
 import statistics
 import time
 
@@ -21,22 +26,46 @@ from tests.support.events import message_event, new_id
 from tests.support.harness import TEST_KEY_PREFIX, bot, settings_for_test
 from tests.support.services import DEFAULT_AMQP_URL, DEFAULT_REDIS_URL, ServiceUrls
 
+TOPICS = (
+    "Is the blue kettle still 250 baht, and can it ship to Chiang Mai this week?",
+    "My order 4471 arrived with a cracked lid; how do I send it back?",
+    "Which of your rice cookers keeps rice warm the longest overnight?",
+    "Can I pay for the air fryer in three monthly instalments?",
+    "Do you have the hiking boots in size 43, or only 42?",
+    "What time does the Sukhumvit branch close on public holidays?",
+    "Could you recommend a gift for my mother, who loves gardening?",
+    "Why was my card charged twice for the same toaster yesterday?",
+)
 
-async def run(events: int, conversations: int, latency: float, prefetch: int) -> None:
+
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def run(
+    events: int, conversations: int, latency: float, prefetch: int, embeddings: str
+) -> None:
     urls = ServiceUrls(
         os.environ.get("AMQP_URL", DEFAULT_AMQP_URL), os.environ.get("REDIS_URL", DEFAULT_REDIS_URL)
     )
     async with FakeModelServer() as fake:
         fake.set_latency(latency)
-        settings = settings_for_test(urls, fake.base_url, prefetch=prefetch, log_level="warning")
+        settings = settings_for_test(
+            urls, fake.base_url, prefetch=prefetch, log_level="warning", embeddings=embeddings
+        )
         convs = [new_id("c") for _ in range(conversations)]
         user = new_id("u")
         async with bot(settings) as (service, client):
             sent: dict[str, float] = {}
+            cpu = cpu_seconds()
             started = time.perf_counter()
             for i in range(events):
                 event = message_event(
-                    tenant="bench", user=user, conversation=convs[i % conversations], text=f"m{i}"
+                    tenant="bench",
+                    user=user,
+                    conversation=convs[i % conversations],
+                    text=f"{TOPICS[(i // conversations) % len(TOPICS)]} ({i})",
                 )
                 sent[str(event["id"])] = time.perf_counter()
                 await client.publish(event)
@@ -45,15 +74,17 @@ async def run(events: int, conversations: int, latency: float, prefetch: int) ->
                 received = await client.next_candidate(within=120)
                 latencies.append(time.perf_counter() - sent[received.body["event_id"]])
             elapsed = time.perf_counter() - started
+            cpu = cpu_seconds() - cpu
         async for name in service.redis.scan_iter(match=f"{TEST_KEY_PREFIX}:*", count=1000):
             await service.redis.unlink(name)
     latencies.sort()
     p50 = statistics.median(latencies) * 1000
     p99 = latencies[int(len(latencies) * 0.99) - 1] * 1000
     print(
-        f"events={events} conversations={conversations} prefetch={prefetch} "
-        f"model_latency={latency * 1000:.0f}ms elapsed={elapsed:.2f}s "
-        f"events/s={events / elapsed:.1f} p50={p50:.1f}ms p99={p99:.1f}ms"
+        f"embeddings={embeddings} events={events} conversations={conversations} "
+        f"prefetch={prefetch} model_latency={latency * 1000:.0f}ms elapsed={elapsed:.2f}s "
+        f"events/s={events / elapsed:.1f} p50={p50:.1f}ms p99={p99:.1f}ms "
+        f"cpu/event={cpu / events * 1000:.2f}ms"
     )
 
 
@@ -63,8 +94,9 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=100)
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--prefetch", type=int, default=32)
+    parser.add_argument("--embeddings", choices=["local", "off"], default="local")
     args = parser.parse_args()
-    asyncio.run(run(args.events, args.conversations, args.latency, args.prefetch))
+    asyncio.run(run(args.events, args.conversations, args.latency, args.prefetch, args.embeddings))
 
 
 if __name__ == "__main__":
