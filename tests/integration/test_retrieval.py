@@ -3,7 +3,8 @@ filler skips the search, topics reuse their selection, erasure takes the entries
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -54,6 +55,13 @@ async def forget(client: Integrator, key: ConversationKey, conversation: str = "
         event_type="memory.forget",
     )
     await client.publish(event)
+
+
+async def until(condition: Callable[[], Awaitable[bool]], within: float) -> None:
+    """Poll ``condition`` every 50 ms until it holds; fail after ``within`` seconds."""
+    async with asyncio.timeout(within):
+        while not await condition():
+            await asyncio.sleep(0.05)
 
 
 HISTORY = (
@@ -170,14 +178,23 @@ async def test_erasure_removes_the_index_entries(
         index = worker.base.index
         assert await index.count(key.tenant_id, key.user_id) == 4
         await forget(client, key, key.conversation_id)
-        await say(client, other, "Are you there?")  # after the forget: it has been applied
+
+        async def conversation_gone() -> bool:
+            entries = await index.digests(key.tenant_id, key.user_id, "")
+            return all(key.conversation_id not in entry for entry in entries)
+
+        # a forget runs beside other conversations' events: poll for it, with a deadline
+        await until(conversation_gone, within=15)
         await settled(client)
         remaining = await index.digests(key.tenant_id, key.user_id, "")
         assert remaining
         assert all(key.conversation_id not in entry for entry in remaining)
         await forget(client, key)
-        await say(client, ConversationKey(key.tenant_id, new_id("u"), new_id("c")), "hello?")
-        assert await index.count(key.tenant_id, key.user_id) == 0
+
+        async def user_gone() -> bool:
+            return await index.count(key.tenant_id, key.user_id) == 0
+
+        await until(user_gone, within=15)
 
 
 async def test_retrieval_off_searches_nothing(
