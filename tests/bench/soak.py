@@ -9,7 +9,8 @@ Publishes N message events round-robin over C conversations, all at once (one or
 publish stream per conversation) or at ``--rate`` events/s, to consumer processes (fake
 model in this process, logs in a printed temp dir). At seeded random points of progress
 (share of events answered) it kills a consumer with SIGKILL (starting a replacement) or
-stops the broker's app for ``--broker-down`` seconds. It waits until every event has a
+stops the broker's app for ``--broker-down`` seconds (with broker restarts, the run uses a
+RabbitMQ node of its own, started for it: the machine's broker is never stopped). It waits until every event has a
 candidate, then checks effectively-once: one candidate id per event, every turn once in
 memory, nothing dead-lettered; exit code 0 only when all of that holds. Its queues and
 Redis keys are deleted at the end.
@@ -37,7 +38,7 @@ from llm_bot.memory.working import ConversationKey
 from tests.support.events import message_event, new_id
 from tests.support.harness import Integrator, Received, integrator, settings_for_test
 from tests.support.processes import ConsumerProcess
-from tests.support.service_control import rabbit_start_app, rabbit_stop_app
+from tests.support.service_control import PrivateRabbit, private_rabbit
 from tests.support.services import DEFAULT_AMQP_URL, DEFAULT_REDIS_URL, ServiceUrls
 
 TENANT = "soak"
@@ -66,7 +67,14 @@ class Soak:
         self.timeline: list[str] = []
         self.publish_retries = 0
         self.broker_down = False
+        self.broker: PrivateRabbit | None = None
+        """The node the run stops and starts (its own), when it restarts the broker."""
         self.started = time.perf_counter()
+
+    def own_broker(self) -> PrivateRabbit:
+        if self.broker is None:
+            raise RuntimeError("broker restarts need the run's own RabbitMQ node")
+        return self.broker
 
     def now(self) -> float:
         return time.perf_counter() - self.started
@@ -130,11 +138,11 @@ class Soak:
             self.note(f"rabbitmqctl stop_app ({backlog})")
             self.broker_down, stopped = True, self.now()
             try:
-                await asyncio.to_thread(rabbit_stop_app)
+                await asyncio.to_thread(self.own_broker().stop_app)
                 self.note("broker app stopped")
                 await asyncio.sleep(self.args.broker_down)
             finally:
-                await asyncio.to_thread(rabbit_start_app)
+                await asyncio.to_thread(self.own_broker().start_app)
                 self.broker_down = False
             self.note(f"rabbitmqctl start_app done (broker out {self.now() - stopped:.1f}s)")
             await asyncio.gather(*(p.wait_ready(within=90) for p in self.live()))
@@ -242,16 +250,22 @@ async def drive(soak: Soak, client: Integrator) -> tuple[dict[str, int], float]:
         for task in tasks:
             task.cancel()
         if soak.broker_down:
-            await asyncio.to_thread(rabbit_start_app)
+            await asyncio.to_thread(soak.own_broker().start_app)
         await asyncio.gather(*(p.stop() for p in soak.procs))
         with contextlib.suppress(TimeoutError):  # the integrator deletes its queues next
             await asyncio.wait_for(client.connection.connected.wait(), 60)
 
 
 async def run(args: argparse.Namespace) -> int:
-    urls = ServiceUrls(
-        os.environ.get("AMQP_URL", DEFAULT_AMQP_URL), os.environ.get("REDIS_URL", DEFAULT_REDIS_URL)
-    )
+    if args.broker_restarts <= 0:
+        return await run_on(args, os.environ.get("AMQP_URL", DEFAULT_AMQP_URL), None)
+    with private_rabbit() as node:
+        print(f"broker restarts: on this run's own RabbitMQ node {node.node}", flush=True)
+        return await run_on(args, node.url, node)
+
+
+async def run_on(args: argparse.Namespace, amqp_url: str, broker: PrivateRabbit | None) -> int:
+    urls = ServiceUrls(amqp_url, os.environ.get("REDIS_URL", DEFAULT_REDIS_URL))
     log_dir = Path(tempfile.mkdtemp(prefix="llm-bot-soak-"))
     pace = f"{args.rate:g} events/s" if args.rate > 0 else "all at once"
     print(f"consumer logs: {log_dir}\npublishing {args.events} events, {pace}", flush=True)
@@ -263,6 +277,7 @@ async def run(args: argparse.Namespace) -> int:
             log_level="warning",
         )  # fmt: skip
         soak = Soak(args, settings, log_dir)
+        soak.broker = broker
         try:
             async with integrator(settings, durable=True) as client:
                 end, elapsed = await drive(soak, client)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -25,14 +25,15 @@ from tests.support.checks import (
     dlq_depth,
 )
 from tests.support.events import message_event, new_id
-from tests.support.harness import Integrator, integrator
+from tests.support.harness import Integrator, integrator, settings_for_test
 from tests.support.processes import ConsumerProcess
 from tests.support.service_control import (
-    rabbit_start_app,
-    rabbit_stop_app,
-    redis_shutdown_saving,
-    redis_start,
+    PrivateRabbit,
+    PrivateRedis,
+    private_rabbit,
+    private_redis,
 )
+from tests.support.services import ServiceUrls
 
 pytestmark = [pytest.mark.e2e, pytest.mark.fault]
 
@@ -147,12 +148,37 @@ async def test_kill_9_of_a_consumer_holding_unacked_deliveries(
         await assert_memory_turns_exactly_once(settings, key, per_conv)
 
 
+@pytest.fixture
+def own_broker() -> Iterator[PrivateRabbit]:
+    """A RabbitMQ node of this test's own: the machine's broker is never stopped."""
+    try:
+        with private_rabbit() as node:
+            yield node
+    except RuntimeError as exc:
+        pytest.fail(f"could not start a private RabbitMQ node: {exc}", pytrace=False)
+
+
+@pytest.fixture
+def own_redis() -> Iterator[PrivateRedis]:
+    """A redis-server of this test's own: the machine's Redis is never stopped."""
+    try:
+        with private_redis() as server:
+            yield server
+    except RuntimeError as exc:
+        pytest.fail(f"could not start a private redis-server: {exc}", pytrace=False)
+
+
 async def test_broker_restart_mid_stream_is_survived_without_process_restart(
-    make_settings: Callable[..., Settings], fake_model: FakeModelServer, tmp_path: Path
+    service_urls: ServiceUrls,
+    own_broker: PrivateRabbit,
+    fake_model: FakeModelServer,
+    tmp_path: Path,
 ) -> None:
-    """rabbitmqctl stop_app/start_app: the consumer reconnects by itself, /readyz follows."""
+    """stop_app/start_app of the test's own node: the consumer reconnects by itself,
+    /readyz follows."""
     fake_model.set_latency(0.05)
-    settings = make_settings()
+    urls = ServiceUrls(own_broker.url, service_urls.redis_url)
+    settings = settings_for_test(urls, fake_model.base_url)
     key = ConversationKey("tfb", new_id("u"), new_id("c"))
     before, after = conversation_events(key, 5), conversation_events(key, 5)
     ids = [str(e["id"]) for e in before + after]
@@ -162,11 +188,11 @@ async def test_broker_restart_mid_stream_is_survived_without_process_restart(
     ):
         await publish_all(client, before)
         try:
-            await asyncio.to_thread(rabbit_stop_app)
+            await asyncio.to_thread(own_broker.stop_app)
             await asyncio.sleep(1)
             assert await proc.readyz() == 503
         finally:
-            await asyncio.to_thread(rabbit_start_app)
+            await asyncio.to_thread(own_broker.start_app)
         await proc.wait_ready(within=60)
         assert proc.process is not None
         assert proc.process.returncode is None
@@ -180,11 +206,16 @@ async def test_broker_restart_mid_stream_is_survived_without_process_restart(
 
 
 async def test_redis_restart_mid_stream_retries_and_loses_nothing(
-    make_settings: Callable[..., Settings], fake_model: FakeModelServer, tmp_path: Path
+    service_urls: ServiceUrls,
+    own_redis: PrivateRedis,
+    fake_model: FakeModelServer,
+    tmp_path: Path,
 ) -> None:
-    """Redis shut down and restarted: events are retried, none lost or doubled."""
+    """The test's own Redis shut down and restarted: events are retried, none lost or
+    doubled."""
     fake_model.set_latency(0.05)
-    settings = make_settings(max_attempts=10, retry_base_seconds=0.3)
+    urls = ServiceUrls(service_urls.amqp_url, own_redis.url)
+    settings = settings_for_test(urls, fake_model.base_url, max_attempts=10, retry_base_seconds=0.3)
     keys = [ConversationKey("tfr", new_id("u"), new_id("c")) for _ in range(3)]
     events = [e for key in keys for e in conversation_events(key, 4)]
     ids = [str(e["id"]) for e in events]
@@ -192,12 +223,12 @@ async def test_redis_restart_mid_stream_retries_and_loses_nothing(
         await publish_all(client, events[::2])
         first = await client.next_candidate(within=30)
         try:
-            await asyncio.to_thread(redis_shutdown_saving)
+            await asyncio.to_thread(own_redis.shutdown_saving)
             await publish_all(client, events[1::2])
             await asyncio.sleep(1.0)
             assert await proc.readyz() == 503
         finally:
-            await asyncio.to_thread(redis_start)
+            await asyncio.to_thread(own_redis.start)
         rest = await collect_candidates(client, set(ids) - {first.body["event_id"]}, within=90)
         await proc.wait_ready()
         assert await dlq_depth(client) == 0

@@ -1,66 +1,223 @@
-"""Stopping and starting the machine's own RabbitMQ and Redis in fault tests.
+"""A RabbitMQ node and a Redis server of the fault tests' own, to stop and start at will.
 
-The start commands are the machine's documented ones. Redis keeps nothing on disk here,
-so a restart that must keep data shuts down with SAVE and the dump is removed afterwards,
-leaving Redis as it was found.
+Fault tests that stop a broker or Redis never touch the machine's services (which may
+serve other work): each starts its own instance on free ports, with its data and logs in
+a temporary directory, stops and restarts that one, and removes it at the end (also when
+the test fails). They need the ``rabbitmq-server``/``rabbitmqctl`` and ``redis-server``
+binaries (Debian's ``rabbitmq-server`` and ``redis-server`` packages); without them the
+test fails and says so, it is never skipped.
+
+RabbitMQ: a second node (``llmbot-test-<pid>-<n>@localhost``) with its own config file
+(a TCP listener on its port only, no plugins), Mnesia and log directories, and
+distribution port; it shares the machine's Erlang cookie and epmd, as any node of that
+user does. Debian's ``rabbitmq-server`` runs the node as the ``rabbitmq`` user when
+started by root, so the directory is handed to that user then.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import pwd
+import shutil
+import socket
 import subprocess
+import tempfile
 import time
+from collections.abc import Callable, Iterator
+from itertools import count
 from pathlib import Path
 
-REDIS_DIR = Path("/var/lib/redis")
-REDIS_START = [
-    "redis-server",
-    "--daemonize",
-    "yes",
-    "--bind",
-    "127.0.0.1",
-    "-::1",
-    "--port",
-    "6379",
-    "--save",
-    "",
-    "--appendonly",
-    "no",
-    "--dir",
-    str(REDIS_DIR),
-    "--logfile",
-    "/var/log/redis/ci.log",
-]
+_nodes = count(1)
 
 
-def _run(command: list[str], *, check: bool = True) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(command, check=check, capture_output=True, timeout=120)  # noqa: S603  # fixed commands of this module
+def _run(command: list[str], *, check: bool = True, env: dict[str, str] | None = None) -> str:
+    try:
+        done = subprocess.run(  # noqa: S603  # fixed commands of this module
+            command, check=check, capture_output=True, timeout=120, env=env, text=True
+        )
+    except FileNotFoundError as exc:
+        raise RuntimeError(f"fault tests need {command[0]} on PATH: {exc}") from exc
+    return done.stdout
 
 
-def rabbit_stop_app() -> None:
-    _run(["rabbitmqctl", "stop_app"])
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
-def rabbit_start_app() -> None:
-    _run(["rabbitmqctl", "start_app"])
-    _run(["rabbitmqctl", "await_startup"], check=False)
+def listening(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+        return True
+    return False
 
 
-def redis_ping() -> bool:
-    return _run(["redis-cli", "ping"], check=False).stdout.strip() == b"PONG"
+def _wait(condition: str, check: Callable[[], bool], within: float) -> None:
+    deadline = time.monotonic() + within
+    while not check():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out after {within:.0f} s waiting for {condition}")
+        time.sleep(0.1)
 
 
-def redis_shutdown_saving() -> None:
-    _run(["redis-cli", "shutdown", "save"], check=False)
-    deadline = time.monotonic() + 10
-    while redis_ping() and time.monotonic() < deadline:
-        time.sleep(0.05)
+def _hand_to(user: str, directory: Path) -> None:
+    """Make ``directory`` ``user``'s when running as root and that user exists."""
+    if os.geteuid() != 0:
+        return
+    try:
+        pwd.getpwnam(user)
+    except KeyError:
+        return
+    for path in (directory, *directory.rglob("*")):
+        shutil.chown(path, user, user)
 
 
-def redis_start() -> None:
-    """Start Redis (loading the dump a saving shutdown left), wait for PONG, drop the dump."""
-    Path("/var/log/redis").mkdir(parents=True, exist_ok=True)
-    _run(REDIS_START)
-    deadline = time.monotonic() + 10
-    while not redis_ping() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    (REDIS_DIR / "dump.rdb").unlink(missing_ok=True)
+class PrivateRabbit:
+    """A RabbitMQ node of one test's own: ``url`` to connect, ``stop_app``/``start_app``."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.port = free_port()
+        self.node = f"llmbot-test-{os.getpid()}-{next(_nodes)}@localhost"
+        self.url = f"amqp://guest:guest@127.0.0.1:{self.port}/"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def _ctl(self, *args: str, check: bool = True) -> str:
+        return _run(["rabbitmqctl", "-n", self.node, *args], check=check)
+
+    def start(self, within: float = 90) -> None:
+        for part in ("mnesia", "log"):
+            (self.directory / part).mkdir(parents=True, exist_ok=True)
+        (self.directory / "enabled_plugins").write_text("[].\n")
+        (self.directory / "rabbitmq.conf").write_text(
+            f"listeners.tcp.local = 127.0.0.1:{self.port}\nloopback_users = none\n"
+        )
+        _hand_to("rabbitmq", self.directory)
+        env = {
+            **os.environ,
+            "RABBITMQ_NODENAME": self.node,
+            "RABBITMQ_NODE_PORT": str(self.port),
+            "RABBITMQ_DIST_PORT": str(free_port()),
+            "RABBITMQ_CONFIG_FILE": str(self.directory / "rabbitmq.conf"),
+            "RABBITMQ_ENABLED_PLUGINS_FILE": str(self.directory / "enabled_plugins"),
+            "RABBITMQ_MNESIA_BASE": str(self.directory / "mnesia"),
+            "RABBITMQ_LOG_BASE": str(self.directory / "log"),
+            "RABBITMQ_PID_FILE": str(self.directory / "node.pid"),
+        }
+        try:
+            self._process = subprocess.Popen(  # a fixed command
+                ["rabbitmq-server"],  # noqa: S607  # found on PATH like rabbitmqctl
+                env=env,
+                stdout=(self.directory / "server.out").open("wb"),
+                stderr=subprocess.STDOUT,
+            )
+        except FileNotFoundError as exc:
+            raise RuntimeError(f"fault tests need rabbitmq-server on PATH: {exc}") from exc
+        _wait(f"RabbitMQ node {self.node} on port {self.port}", self._up, within)
+
+    def _up(self) -> bool:
+        if self._process is not None and self._process.poll() is not None:
+            output = (self.directory / "server.out").read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"RabbitMQ node {self.node} exited at start:\n{output}")
+        return listening(self.port)
+
+    def stop_app(self) -> None:
+        self._ctl("stop_app")
+        _wait(f"{self.node} to close port {self.port}", lambda: not listening(self.port), 30)
+
+    def start_app(self) -> None:
+        self._ctl("start_app")
+        self._ctl("await_startup", check=False)
+        _wait(f"{self.node} on port {self.port}", lambda: listening(self.port), 60)
+
+    def close(self) -> None:
+        self._ctl("stop", check=False)
+        if self._process is not None:
+            try:
+                self._process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait(timeout=10)
+        pid_file = self.directory / "node.pid"
+        if pid_file.exists():  # the node itself, when the wrapper went first
+            with contextlib.suppress(ValueError, ProcessLookupError):
+                os.kill(int(pid_file.read_text().strip()), 9)
+
+
+class PrivateRedis:
+    """A redis-server of one test's own (nothing persisted but a dump its saving shutdown
+    writes, which the next start loads)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self, within: float = 15) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        command = [
+            "redis-server",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(self.directory),
+        ]
+        try:
+            self._process = subprocess.Popen(  # noqa: S603  # a fixed command
+                command,
+                stdout=(self.directory / "server.out").open("ab"),
+                stderr=subprocess.STDOUT,
+            )
+        except FileNotFoundError as exc:
+            raise RuntimeError(f"fault tests need redis-server on PATH: {exc}") from exc
+        _wait(f"redis-server on port {self.port}", lambda: listening(self.port), within)
+
+    def shutdown_saving(self) -> None:
+        """SHUTDOWN SAVE: the data survives into the next :meth:`start`."""
+        _run(["redis-cli", "-p", str(self.port), "shutdown", "save"], check=False)
+        if self._process is not None:
+            self._process.wait(timeout=30)
+        _wait(f"redis-server to close port {self.port}", lambda: not listening(self.port), 10)
+
+    def close(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def private_rabbit() -> Iterator[PrivateRabbit]:
+    """A running node of this test's own, removed at the end."""
+    directory = Path(tempfile.mkdtemp(prefix="llmbot-rabbit-"))
+    node = PrivateRabbit(directory)
+    try:
+        node.start()
+        yield node
+    finally:
+        node.close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def private_redis() -> Iterator[PrivateRedis]:
+    """A running redis-server of this test's own, removed at the end."""
+    directory = Path(tempfile.mkdtemp(prefix="llmbot-redis-"))
+    server = PrivateRedis(directory)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.close()
+        shutil.rmtree(directory, ignore_errors=True)
