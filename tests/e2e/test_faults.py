@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -34,6 +35,8 @@ from tests.support.service_control import (
     private_redis,
 )
 from tests.support.services import ServiceUrls
+
+T = TypeVar("T")
 
 pytestmark = [pytest.mark.e2e, pytest.mark.fault]
 
@@ -148,24 +151,24 @@ async def test_kill_9_of_a_consumer_holding_unacked_deliveries(
         await assert_memory_turns_exactly_once(settings, key, per_conv)
 
 
+def own(instance: Callable[[], AbstractContextManager[T]], what: str) -> Iterator[T]:
+    try:
+        with instance() as running:
+            yield running
+    except RuntimeError as exc:
+        pytest.fail(f"could not start {what}: {exc}", pytrace=False)
+
+
 @pytest.fixture
 def own_broker() -> Iterator[PrivateRabbit]:
     """A RabbitMQ node of this test's own: the machine's broker is never stopped."""
-    try:
-        with private_rabbit() as node:
-            yield node
-    except RuntimeError as exc:
-        pytest.fail(f"could not start a private RabbitMQ node: {exc}", pytrace=False)
+    yield from own(private_rabbit, "a private RabbitMQ node")
 
 
 @pytest.fixture
 def own_redis() -> Iterator[PrivateRedis]:
     """A redis-server of this test's own: the machine's Redis is never stopped."""
-    try:
-        with private_redis() as server:
-            yield server
-    except RuntimeError as exc:
-        pytest.fail(f"could not start a private redis-server: {exc}", pytrace=False)
+    yield from own(private_redis, "a private redis-server")
 
 
 async def test_broker_restart_mid_stream_is_survived_without_process_restart(

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from itertools import count
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 _nodes = count(1)
 
@@ -197,27 +198,32 @@ class PrivateRedis:
                 self._process.wait(timeout=10)
 
 
+class _Instance(Protocol):
+    directory: Path
+
+    def start(self) -> None: ...
+    def close(self) -> None: ...
+
+
+_I = TypeVar("_I", bound=_Instance)
+
+
 @contextlib.contextmanager
-def private_rabbit() -> Iterator[PrivateRabbit]:
+def _running(instance: _I) -> Iterator[_I]:
+    """``instance`` started, then closed and its directory removed (also on failure)."""
+    try:
+        instance.start()
+        yield instance
+    finally:
+        instance.close()
+        shutil.rmtree(instance.directory, ignore_errors=True)
+
+
+def private_rabbit() -> contextlib.AbstractContextManager[PrivateRabbit]:
     """A running node of this test's own, removed at the end."""
-    directory = Path(tempfile.mkdtemp(prefix="llmbot-rabbit-"))
-    node = PrivateRabbit(directory)
-    try:
-        node.start()
-        yield node
-    finally:
-        node.close()
-        shutil.rmtree(directory, ignore_errors=True)
+    return _running(PrivateRabbit(Path(tempfile.mkdtemp(prefix="llmbot-rabbit-"))))
 
 
-@contextlib.contextmanager
-def private_redis() -> Iterator[PrivateRedis]:
+def private_redis() -> contextlib.AbstractContextManager[PrivateRedis]:
     """A running redis-server of this test's own, removed at the end."""
-    directory = Path(tempfile.mkdtemp(prefix="llmbot-redis-"))
-    server = PrivateRedis(directory)
-    try:
-        server.start()
-        yield server
-    finally:
-        server.close()
-        shutil.rmtree(directory, ignore_errors=True)
+    return _running(PrivateRedis(Path(tempfile.mkdtemp(prefix="llmbot-redis-"))))
