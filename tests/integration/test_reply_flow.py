@@ -7,6 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from llm_bot.config import Settings
+from llm_bot.contract.messages import candidate_id
 from llm_bot.fake_model import FakeModelServer, Fault
 from llm_bot.memory.working import ConversationKey
 from tests.support.events import message_event, new_id
@@ -29,7 +30,9 @@ async def test_one_event_gets_one_candidate_with_model_text_and_matching_ids(
         received = await client.next_candidate()
         candidate = received.body
         assert candidate["schema"] == "candidate.v1"
-        assert candidate["id"] == f"cand_{event['id']}"
+        assert candidate["id"] == candidate_id(
+            str(event["tenant_id"]), str(event["user_id"]), str(event["id"])
+        )
         assert candidate["event_id"] == event["id"]
         assert (candidate["tenant_id"], candidate["user_id"], candidate["conversation_id"]) == (
             event["tenant_id"],
@@ -148,6 +151,30 @@ async def test_redelivered_event_is_answered_once_with_the_same_candidate(
     assert first.body == second.body
     assert len(fake_model.chat_requests()) == 1
     assert len(trace) == 2
+
+
+async def test_same_event_id_in_two_tenants_gets_two_candidate_ids(
+    make_settings: Callable[..., Settings], fake_model: FakeModelServer
+) -> None:
+    """One event id used by two tenants (same user and conversation ids) is two events: two
+    model calls, two candidates with distinct ids (a subscriber deduplicating by id keeps
+    both), each id the one a redelivery of that event republishes."""
+    user, conversation = new_id("u"), new_id("c")
+    first = message_event(tenant="tcid1", user=user, conversation=conversation, text="hi")
+    second = {**first, "tenant_id": "tcid2"}
+    async with bot(make_settings()) as (_, client):
+        await client.publish(first)
+        one = await client.next_candidate()
+        await client.publish(second)
+        two = await client.next_candidate()
+        await client.publish(second)
+        again = await client.next_candidate()
+    assert one.body["event_id"] == two.body["event_id"] == first["id"]
+    assert (one.body["tenant_id"], two.body["tenant_id"]) == ("tcid1", "tcid2")
+    assert one.body["id"] != two.body["id"]
+    assert one.message_id != two.message_id
+    assert again.body["id"] == two.body["id"]
+    assert len(fake_model.chat_requests()) == 2
 
 
 async def test_transient_model_failures_are_retried_then_answered(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -342,7 +343,7 @@ def test_readable_ids_returns_none_for_oversize_body() -> None:
 
 def make_candidate() -> CandidateV1:
     return CandidateV1(
-        id=candidate_id("evt_01J9ZX8Q"),
+        id=candidate_id("store_001", "user123", "evt_01J9ZX8Q"),
         event_id="evt_01J9ZX8Q",
         tenant_id="store_001",
         user_id="user123",
@@ -374,9 +375,20 @@ def make_error() -> ErrorV1:
     )
 
 
-def test_candidate_id_is_derived_from_the_event_id() -> None:
-    """The candidate id is 'cand_' + event id."""
-    assert candidate_id("evt_01J9ZX8Q") == "cand_evt_01J9ZX8Q"
+def test_candidate_id_is_stable_and_distinct_per_tenant_and_user() -> None:
+    """'cand_' + event id + '.' + 16 hex digits of tenant and user: the same for the same
+    event, different for the same event id in another tenant or user (SPEC 3)."""
+    first = candidate_id("store_001", "user123", "evt_01J9ZX8Q")
+    assert first == candidate_id("store_001", "user123", "evt_01J9ZX8Q")
+    assert re.fullmatch(r"cand_evt_01J9ZX8Q\.[0-9a-f]{16}", first)
+    others = {
+        candidate_id("store_002", "user123", "evt_01J9ZX8Q"),
+        candidate_id("store_001", "user124", "evt_01J9ZX8Q"),
+        candidate_id("store_00", "1user123", "evt_01J9ZX8Q"),
+        candidate_id("store_001", "user123", "evt_01J9ZX8R"),
+    }
+    assert first not in others
+    assert len(others) == 4
 
 
 def test_candidate_dumps_with_schema_key_and_round_trips() -> None:

@@ -6,6 +6,7 @@ Field names, id pattern and ``schema`` values are a contract; the JSON Schemas i
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -147,7 +148,11 @@ class CandidateV1(_Wire):
 
     schema_: Literal["candidate.v1"] = Field("candidate.v1", alias="schema")
     id: Annotated[str, StringConstraints(pattern=r"^cand_")] = Field(
-        description="'cand_' + event id: a redelivery republishes the same id."
+        description=(
+            "'cand_' + event id + '.' + 16 hex digits of SHA-256 over tenant and user: a "
+            "redelivery republishes the same id, and the same event id in two tenants or "
+            "users (two distinct events) gives two ids."
+        )
     )
     event_id: Identifier
     tenant_id: Identifier
@@ -200,6 +205,13 @@ class MemoryJobV1(_Wire):
     created_at: datetime
 
 
-def candidate_id(event_id: str) -> str:
-    """The candidate id derived from its event id."""
-    return f"cand_{event_id}"
+def candidate_id(tenant_id: str, user_id: str, event_id: str) -> str:
+    """The candidate id of an event: ``cand_<event id>.<16 hex digits>``, the digits from a
+    SHA-256 over tenant and user (SPEC 3: stable across redeliveries, distinct for distinct
+    events). Events are deduplicated per tenant and user, so the same event id in two
+    tenants (or two users) is two events; with the event id alone their candidates would
+    share an id and a subscriber deduplicating by id would drop one tenant's reply. The
+    event id stays readable in front; ids cannot contain the separator (0x1f) hashed
+    between tenant and user, so two pairs never hash the same input."""
+    scope = hashlib.sha256(f"{tenant_id}\x1f{user_id}".encode()).hexdigest()[:16]
+    return f"cand_{event_id}.{scope}"

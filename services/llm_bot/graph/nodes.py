@@ -205,7 +205,7 @@ async def build_candidate(state: GraphState, runtime: Runtime[GraphContext]) -> 
         event_id=event.event_id,
     )
     candidate = CandidateV1(
-        id=candidate_id(event.event_id),
+        id=candidate_id(event.key.tenant_id, event.key.user_id, event.event_id),
         event_id=event.event_id,
         tenant_id=event.key.tenant_id,
         user_id=event.key.user_id,
