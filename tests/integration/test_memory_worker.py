@@ -307,3 +307,40 @@ async def test_forget_during_a_compaction(
     else:
         assert [e.conversation_id for e in episodes] == [key.conversation_id]
         assert not any(other.conversation_id in k for k in left)
+
+
+async def test_events_with_128_character_ids_are_answered_and_their_jobs_done(
+    memory_settings: Callable[..., Settings],
+) -> None:
+    """The longest valid event ids: the message is answered, its turn job and the
+    conversation.end's finalize job (ids derived from the event ids) are valid and done,
+    nothing is dead-lettered."""
+    settings = memory_settings()
+    key = ConversationKey("tlongid", new_id("u"), new_id("c"))
+    long_ids = [f"{n}" + "e" * 127 for n in range(2)]
+    async with bot(settings) as (service, client), running_worker(settings):
+        message = message_event(
+            tenant=key.tenant_id,
+            user=key.user_id,
+            conversation=key.conversation_id,
+            text="my name is Ann",
+            event_id=long_ids[0],
+        )
+        await client.publish(message)
+        candidate = (await client.next_candidate()).body
+        assert candidate["event_id"] == long_ids[0]
+        await client.publish(
+            message_event(
+                tenant=key.tenant_id,
+                user=key.user_id,
+                conversation=key.conversation_id,
+                text=None,
+                event_id=long_ids[1],
+                event_type="conversation.end",
+            )
+        )
+        await settled(client)
+        assert await service.store.working_memory(key) is None  # finalized
+        assert await client.queue_depth(settings.memory_dlq) == 0
+        assert await client.queue_depth(settings.dlq) == 0
+        assert client.errors.empty()

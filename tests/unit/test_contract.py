@@ -8,10 +8,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from llm_bot.config import ID_PATTERN
 from llm_bot.contract import CandidateV1, ErrorV1, InternalEventV2
-from llm_bot.contract.messages import candidate_id
+from llm_bot.contract.messages import candidate_id, derived_id
 from llm_bot.errors import InvalidEvent
 from llm_bot.service.outcomes import EventIds
 from llm_bot.service.parsing import parse_event, readable_ids
@@ -431,3 +434,27 @@ def test_error_rejects_unknown_code() -> None:
     """ErrorV1 codes are limited to the SPEC's list."""
     with pytest.raises(ValidationError):
         ErrorV1.model_validate({**make_error().model_dump(by_alias=True), "code": "oops"})
+
+
+@given(
+    prefix=st.sampled_from(["job", "fin"]),
+    event_id=st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}", fullmatch=True),
+)
+def test_derived_ids_are_valid_ids_for_every_valid_event_id(prefix: str, event_id: str) -> None:
+    """Whatever the valid event id (up to 128 characters), the derived id is a valid id,
+    the same every time, and keeps the event id whole whenever it fits."""
+    derived = derived_id(prefix, event_id)
+    assert re.fullmatch(ID_PATTERN, derived)
+    assert derived == derived_id(prefix, event_id)
+    if len(event_id) + len(prefix) + 1 <= 128:
+        assert derived == f"{prefix}_{event_id}"
+
+
+def test_derived_ids_of_long_event_ids_stay_distinct() -> None:
+    """Two long event ids sharing their head derive two ids; a short id spelling a long
+    one's derived form cannot collide with it (the hashed form starts '<prefix>h_')."""
+    a, b = "a" * 127 + "1", "a" * 127 + "2"
+    assert derived_id("job", a) != derived_id("job", b)
+    assert len(derived_id("job", a)) == 128
+    spelled = derived_id("job", a).removeprefix("jobh_")
+    assert derived_id("job", spelled) != derived_id("job", a)

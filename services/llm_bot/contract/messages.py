@@ -205,6 +205,26 @@ class MemoryJobV1(_Wire):
     created_at: datetime
 
 
+ID_MAX_LENGTH = 128
+"""Of every id (``ID_PATTERN``)."""
+
+
+def derived_id(prefix: str, event_id: str) -> str:
+    """The id of something made for an event (``job`` for its turn's memory job, ``fin``
+    for a finalize job): ``<prefix>_<event id>`` when that fits an id's 128 characters;
+    else ``<prefix>h_`` + the head of the event id + ``.`` + 16 hex digits of its SHA-256,
+    128 characters. Deterministic (a redelivery derives the same id) and never invalid for a
+    valid event id: a 125-character event id once made a job id the job's own schema
+    refused, after the turn was committed. The ``h`` keeps the two forms apart: an event id
+    starts with a letter or digit, so ``<prefix>_<event id>`` never starts ``<prefix>h_``."""
+    whole = f"{prefix}_{event_id}"
+    if len(whole) <= ID_MAX_LENGTH:
+        return whole
+    digest = hashlib.sha256(event_id.encode()).hexdigest()[:16]
+    head = event_id[: ID_MAX_LENGTH - len(prefix) - 3 - len(digest)]
+    return f"{prefix}h_{head}.{digest}"
+
+
 def candidate_id(tenant_id: str, user_id: str, event_id: str) -> str:
     """The candidate id of an event: ``cand_<event id>.<16 hex digits>``, the digits from a
     SHA-256 over tenant and user (SPEC 3: stable across redeliveries, distinct for distinct

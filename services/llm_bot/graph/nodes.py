@@ -15,7 +15,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from llm_bot.contract import CandidateMemory, CandidateUsage, CandidateV1, MemoryJobV1
-from llm_bot.contract.messages import candidate_id
+from llm_bot.contract.messages import candidate_id, derived_id
 from llm_bot.graph.state import ChatEvent, GraphContext, GraphState
 from llm_bot.memory.context import assemble_context
 from llm_bot.memory.messages import ChatMessage, ToolCall
@@ -288,7 +288,7 @@ async def remember(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
 def turn_job(event: ChatEvent, turn: int, prompt_tokens: int | None, now: datetime) -> MemoryJobV1:
     """The memory worker's job for a committed turn (the same id on every redelivery)."""
     return MemoryJobV1(
-        id=f"job_{event.event_id}",
+        id=derived_id("job", event.event_id),
         kind="turn",
         tenant_id=event.key.tenant_id,
         user_id=event.key.user_id,

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import structlog
 
 from llm_bot.contract import InternalEventV2, MemoryJobV1
+from llm_bot.contract.messages import derived_id
 from llm_bot.errors import LlmBotError, RetryableError
 from llm_bot.graph.builder import CompiledGraph
 from llm_bot.graph.state import ChatEvent, GraphContext
@@ -192,7 +193,7 @@ def first_attempt(delivery: Delivery) -> int:
 def finalize_job(event: InternalEventV2) -> MemoryJobV1:
     """The memory worker's job for ``conversation.end``."""
     return MemoryJobV1(
-        id=f"fin_{event.id}",
+        id=derived_id("fin", event.id),
         kind="finalize",
         tenant_id=event.tenant_id,
         user_id=event.user_id,
