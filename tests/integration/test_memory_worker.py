@@ -17,7 +17,7 @@ from llm_bot.fake_model import FakeModelServer, Fault
 from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
 from llm_bot.memory.working import ConversationKey
 from llm_bot.service.idle_sweep import sweep_once
-from tests.support.events import message_event, new_id
+from tests.support.events import conversation_event, message_event, new_id
 from tests.support.harness import (
     TEST_KEY_PREFIX,
     Integrator,
@@ -156,15 +156,7 @@ async def test_forget_erases_long_term_memory_of_that_user_only(
     async with bot(settings) as (service, client), running_worker(settings):
         for key in keys:
             await say(client, key, "my name is Bob")
-            await client.publish(
-                message_event(
-                    tenant=key.tenant_id,
-                    user=key.user_id,
-                    conversation=key.conversation_id,
-                    text=None,
-                    event_type="conversation.end",
-                )
-            )
+            await client.publish(conversation_event(key, None, event_type="conversation.end"))
         await settled(client)
         before = set(await service.redis.keys(f"{prefix}:*"))
         mine = {k for k in before if k.startswith(f"{prefix}:{{tfg|{user}}}".encode())}
@@ -319,26 +311,11 @@ async def test_events_with_128_character_ids_are_answered_and_their_jobs_done(
     key = ConversationKey("tlongid", new_id("u"), new_id("c"))
     long_ids = [f"{n}" + "e" * 127 for n in range(2)]
     async with bot(settings) as (service, client), running_worker(settings):
-        message = message_event(
-            tenant=key.tenant_id,
-            user=key.user_id,
-            conversation=key.conversation_id,
-            text="my name is Ann",
-            event_id=long_ids[0],
-        )
-        await client.publish(message)
+        await client.publish(conversation_event(key, "my name is Ann", event_id=long_ids[0]))
         candidate = (await client.next_candidate()).body
         assert candidate["event_id"] == long_ids[0]
-        await client.publish(
-            message_event(
-                tenant=key.tenant_id,
-                user=key.user_id,
-                conversation=key.conversation_id,
-                text=None,
-                event_id=long_ids[1],
-                event_type="conversation.end",
-            )
-        )
+        end = conversation_event(key, None, event_id=long_ids[1], event_type="conversation.end")
+        await client.publish(end)
         await settled(client)
         assert await service.store.working_memory(key) is None  # finalized
         assert await client.queue_depth(settings.memory_dlq) == 0

@@ -7,6 +7,8 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+from llm_bot.memory.working import ConversationKey
+
 
 def new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:16]}"
@@ -35,6 +37,17 @@ def message_event(
     }
     event.update(extra)
     return event
+
+
+def conversation_event(key: ConversationKey, text: str | None, **extra: Any) -> dict[str, Any]:
+    """:func:`message_event` in the conversation ``key``."""
+    return message_event(
+        tenant=key.tenant_id,
+        user=key.user_id,
+        conversation=key.conversation_id,
+        text=text,
+        **extra,
+    )
 
 
 def encode(event: dict[str, Any]) -> bytes:
