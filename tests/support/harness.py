@@ -77,18 +77,23 @@ class Integrator:
     errors: asyncio.Queue[Received] = field(default_factory=asyncio.Queue)
 
     async def publish(
-        self, event: dict[str, Any] | bytes, *, headers: Mapping[str, Any] | None = None
+        self,
+        event: dict[str, Any] | bytes,
+        *,
+        headers: Mapping[str, Any] | None = None,
+        **properties: Any,
     ) -> None:
+        """``properties``: AMQP properties by aio-pika's names, over the defaults."""
         body = event if isinstance(event, bytes) else encode(event)
-        message_id = None if isinstance(event, bytes) else str(event.get("id"))
+        values: dict[str, Any] = {
+            "content_type": "application/json",
+            "delivery_mode": aio_pika.DeliveryMode.PERSISTENT,
+            "message_id": None if isinstance(event, bytes) else str(event.get("id")),
+            "headers": dict(headers or {}),
+        }
+        values.update(properties)
         await self.exchange.publish(
-            aio_pika.Message(
-                body,
-                content_type="application/json",
-                delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-                message_id=message_id,
-                headers=dict(headers or {}),
-            ),
+            aio_pika.Message(body, **values),
             routing_key=self.settings.ingress_routing_key,
         )
 

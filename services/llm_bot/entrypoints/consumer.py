@@ -25,6 +25,8 @@ from aio_pika.abc import (
 from aiormq.exceptions import ChannelPreconditionFailed
 from opentelemetry.trace import SpanKind, Tracer
 
+from llm_bot.adapters import amqp_text
+from llm_bot.adapters.amqp_text import envelope_fault, undecodable
 from llm_bot.adapters.rabbit_publisher import RabbitPublisher
 from llm_bot.adapters.rabbit_topology import Topology, declare_topology
 from llm_bot.contract import MemoryJobV1
@@ -88,6 +90,7 @@ class EventConsumer:
 
     async def start(self) -> None:
         """Connect (robustly: reconnects and re-declares by itself), declare, consume."""
+        amqp_text.install()  # a delivery pamqp cannot decode must not drop the connection
         self._connection = await aio_pika.connect_robust(
             self._amqp_url,
             client_properties={"connection_name": f"llm-bot {self._topology.ingress_queue}"},
@@ -143,6 +146,7 @@ class EventConsumer:
         self._metrics.in_flight.inc()
         try:
             headers = dict(message.headers or {})
+            fault = envelope_fault(_text_properties(message), headers)
             with self._tracer.start_as_current_span(
                 f"process {self._topology.exchange}:{self._topology.ingress_routing_key}",
                 context=extract_context(headers),
@@ -150,7 +154,10 @@ class EventConsumer:
                 attributes=self._consumer_attributes(message),
             ) as span:
                 delivery = Delivery(
-                    body=message.body, headers=headers, redelivered=bool(message.redelivered)
+                    body=message.body,
+                    headers=headers,
+                    redelivered=bool(message.redelivered),
+                    fault=fault,
                 )
                 outcome = await self._handler.handle(delivery)
                 span.set_attribute("llmbot.outcome", outcome.name)
@@ -183,9 +190,9 @@ class EventConsumer:
             "messaging.consumer.group.name": self._topology.ingress_queue,
             "messaging.message.body.size": len(message.body),
         }
-        if message.message_id:
+        if message.message_id and not undecodable(message.message_id):
             attributes["messaging.message.id"] = message.message_id
-        if message.correlation_id:
+        if message.correlation_id and not undecodable(message.correlation_id):
             attributes["messaging.message.conversation_id"] = message.correlation_id
         if message.delivery_tag is not None:
             attributes["messaging.rabbitmq.message.delivery_tag"] = message.delivery_tag
@@ -286,6 +293,22 @@ class EventConsumer:
         if self._publisher is None:
             raise RuntimeError("consumer not started")
         return self._publisher
+
+
+def _text_properties(message: AbstractIncomingMessage) -> dict[str, object]:
+    """The properties pamqp decodes as text or timestamps, by AMQP name."""
+    return {
+        "message-id": message.message_id,
+        "correlation-id": message.correlation_id,
+        "content-type": message.content_type,
+        "content-encoding": message.content_encoding,
+        "type": message.type,
+        "app-id": message.app_id,
+        "user-id": message.user_id,
+        "reply-to": message.reply_to,
+        "cluster-id": message.cluster_id,
+        "timestamp": message.timestamp,
+    }
 
 
 def _ids_of(outcome: Outcome) -> EventIds | None:

@@ -13,7 +13,9 @@ import sys
 from collections.abc import Iterator
 
 import aio_pika
+from aio_pika.abc import AbstractConnection
 
+from llm_bot.adapters import amqp_text
 from llm_bot.adapters.rabbit_dlq import (
     DeadLetter,
     DlqNotFound,
@@ -27,9 +29,14 @@ from llm_bot.config import Settings
 ERROR_TEXT_LIMIT = 200
 
 
+async def _connect(settings: Settings) -> AbstractConnection:
+    amqp_text.install()  # dead letters include deliveries pamqp alone cannot decode
+    return await aio_pika.connect(settings.amqp_url.get_secret_value())
+
+
 async def list_dead_letters(settings: Settings, *, limit: int) -> tuple[list[DeadLetter], int]:
     """Up to ``limit`` dead letters from the head of the DLQ and the DLQ depth."""
-    connection = await aio_pika.connect(settings.amqp_url.get_secret_value())
+    connection = await _connect(settings)
     try:
         dlq = RabbitDlq(connection=connection, topology=Topology.from_settings(settings))
         depth = await dlq.depth()
@@ -41,7 +48,7 @@ async def list_dead_letters(settings: Settings, *, limit: int) -> tuple[list[Dea
 async def replay_dead_letters(
     settings: Settings, *, limit: int | None, code: str | None
 ) -> ReplayResult:
-    connection = await aio_pika.connect(settings.amqp_url.get_secret_value())
+    connection = await _connect(settings)
     try:
         dlq = RabbitDlq(connection=connection, topology=Topology.from_settings(settings))
         return await dlq.replay(limit=limit, code=code)

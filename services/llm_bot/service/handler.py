@@ -47,6 +47,8 @@ class Delivery:
     body: bytes
     headers: Mapping[str, Any] = field(default_factory=dict)
     redelivered: bool = False
+    fault: str | None = None
+    """Why the properties or headers are unusable (the transport checks them), or None."""
 
 
 class DeliveryHandler(Protocol):
@@ -89,7 +91,9 @@ class EventHandler:
         """Never raises (but for cancellation): every failure becomes a ``DeadLetter``."""
         ids: EventIds | None = None
         try:
-            event = parse_event(delivery.body, max_bytes=self._max_body_bytes)
+            event = parse_event(
+                delivery.body, max_bytes=self._max_body_bytes, envelope_fault=delivery.fault
+            )
             ids = EventIds(event.id, event.tenant_id, event.user_id, event.conversation_id)
             structlog.contextvars.bind_contextvars(
                 event_id=event.id,

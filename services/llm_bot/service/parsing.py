@@ -19,8 +19,13 @@ _MAP_FIELDS = frozenset({"metadata"})
 """Free-form maps: their keys are input, so an error path never shows them."""
 
 
-def parse_event(body: bytes, *, max_bytes: int) -> InternalEventV2:
-    """Validate size, encoding, JSON and schema; the error message says what is wrong."""
+def parse_event(
+    body: bytes, *, max_bytes: int, envelope_fault: str | None = None
+) -> InternalEventV2:
+    """Validate size, encoding, JSON and schema; the error message says what is wrong.
+    ``envelope_fault``: what the transport found wrong in the properties or headers."""
+    if envelope_fault is not None:
+        raise InvalidEvent(envelope_fault)
     if len(body) > max_bytes:
         raise InvalidEvent(f"body is {len(body)} bytes, over the {max_bytes}-byte limit")
     try:

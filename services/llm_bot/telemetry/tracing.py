@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from llm_bot import __version__
+from llm_bot.adapters.amqp_text import TRACE_HEADERS, header_text
 
 TRACER_NAME = "llm_bot"
 
@@ -45,11 +46,7 @@ def build_tracer_provider(*, exporter: SpanExporter | None = None) -> TracerProv
 
 def extract_context(headers: Mapping[str, Any]) -> Context:
     """The publisher's context from ``traceparent``/``tracestate`` headers."""
-    carrier = {
-        k: v.decode() if isinstance(v, bytes) else str(v)
-        for k, v in headers.items()
-        if k in ("traceparent", "tracestate")
-    }
+    carrier = {name: text for name in TRACE_HEADERS if (text := header_text(headers.get(name)))}
     return propagate.extract(carrier)
 
 
