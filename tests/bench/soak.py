@@ -14,6 +14,14 @@ RabbitMQ node of its own, started for it: the machine's broker is never stopped)
 candidate, then checks effectively-once: one candidate id per event, every turn once in
 memory, nothing dead-lettered; exit code 0 only when all of that holds. Its queues and
 Redis keys are deleted at the end.
+
+``--poison-percent P`` mixes protocol-level poison into the streams (P% of ``--events``
+more events, valid bodies with a property or header no decoder takes: the kinds of
+``tests/support/poison.py`` in turn). Then the DLQ must hold exactly the poison, each
+with an ErrorV1, and no innocent event: 0 innocent dead-lettered, 0 lost, 0 duplicates.
+
+    .venv/bin/python -m tests.bench.soak --events 5000 --poison-percent 1 --kills 0 \
+        --broker-restarts 0
 """
 
 from __future__ import annotations
@@ -31,17 +39,21 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from llm_bot.adapters import amqp_text
 from llm_bot.bootstrap import memory_store, redis_client
 from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.memory.working import ConversationKey
 from tests.support.events import message_event, new_id
 from tests.support.harness import Integrator, Received, integrator, settings_for_test
+from tests.support.poison import POISONS
 from tests.support.processes import ConsumerProcess
 from tests.support.service_control import PrivateRabbit, private_rabbit
 from tests.support.services import DEFAULT_AMQP_URL, DEFAULT_REDIS_URL, ServiceUrls
 
 TENANT = "soak"
+Publish = tuple[dict[str, Any], dict[str, Any]]
+"""An event and the keyword arguments of its publish (poisoned properties or none)."""
 
 
 class Soak:
@@ -61,6 +73,9 @@ class Soak:
         self.by_conv: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for event in self.events:
             self.by_conv[event["conversation_id"]].append(event)
+        self.poison = self.poisoned(round(args.events * args.poison_percent / 100))
+        self.poison_ids = {str(event["id"]) for event, _ in self.poison}
+        self.dead_lettered: list[str] = []
         self.received: list[Received] = []
         self.answered: set[str] = set()
         self.procs: list[ConsumerProcess] = []
@@ -70,6 +85,34 @@ class Soak:
         self.broker: PrivateRabbit | None = None
         """The node the run stops and starts (its own), when it restarts the broker."""
         self.started = time.perf_counter()
+
+    def poisoned(self, count: int) -> list[Publish]:
+        """Valid bodies with a poisoned property or header, one kind after another."""
+        kinds = list(POISONS.values())
+        return [
+            (
+                message_event(
+                    tenant=TENANT, user=self.user, conversation=self.rng.choice(self.convs),
+                    text=f"poison {i}",
+                ),
+                kinds[i % len(kinds)][0],
+            )
+            for i in range(count)
+        ]  # fmt: skip
+
+    def streams(self) -> list[list[Publish]]:
+        """What each publisher sends in order: good events, poison at seeded points."""
+        if self.args.rate > 0:
+            streams: list[list[Publish]] = [[(event, {}) for event in self.events]]
+        else:
+            streams = [[(event, {}) for event in events] for events in self.by_conv.values()]
+        for item in self.poison:
+            if self.args.rate > 0:
+                stream = streams[0]
+            else:
+                stream = streams[self.convs.index(item[0]["conversation_id"])]
+            stream.insert(self.rng.randint(0, len(stream)), item)
+        return streams
 
     def own_broker(self) -> PrivateRabbit:
         if self.broker is None:
@@ -95,15 +138,18 @@ class Soak:
 
     async def publish(self, client: Integrator) -> None:
         """Steady pace in one stream, or all at once: one ordered stream per conversation."""
-        streams = [self.events] if self.args.rate > 0 else list(self.by_conv.values())
-        await asyncio.gather(*(self.publish_stream(client, events) for events in streams))
-        self.note(f"all {len(self.events)} events published ({self.publish_retries} retries)")
+        streams = self.streams()
+        await asyncio.gather(*(self.publish_stream(client, items) for items in streams))
+        self.note(
+            f"all {len(self.events)} events and {len(self.poison)} poison published "
+            f"({self.publish_retries} retries)"
+        )
 
-    async def publish_stream(self, client: Integrator, events: list[dict[str, Any]]) -> None:
-        for i, event in enumerate(events):
+    async def publish_stream(self, client: Integrator, items: list[Publish]) -> None:
+        for i, (event, properties) in enumerate(items):
             while True:
                 try:
-                    await asyncio.wait_for(client.publish(event), 10)
+                    await asyncio.wait_for(client.publish(event, **properties), 10)
                     break
                 except Exception:  # noqa: BLE001  # broker down: retry; a copy may have landed
                     self.publish_retries += 1
@@ -238,11 +284,16 @@ async def drive(soak: Soak, client: Integrator) -> tuple[dict[str, int], float]:
                     raise task.exception()  # type: ignore[misc]
         elapsed = soak.now()
         soak.note("every event answered" if soak.answered >= set(soak.ids) else "TIMEOUT")
+        async with asyncio.timeout(60):  # every poison dead-lettered (the DLQ copy follows)
+            while client.errors.qsize() < len(soak.poison):
+                await asyncio.sleep(0.1)
         await asyncio.sleep(soak.args.settle)
         await asyncio.gather(*(p.stop() for p in soak.procs))
         await asyncio.sleep(1)
+        dead = await client.dead_letters(await depth(client, soak.settings.dlq), within=60)
+        soak.dead_lettered = [str(json.loads(m.body).get("id")) for m in dead]
         return {
-            "DLQ depth": await depth(client, soak.settings.dlq),
+            "DLQ depth": len(dead),
             "error events": client.errors.qsize(),
             "ingress left": await depth(client, soak.settings.ingress_queue),
         }, elapsed
@@ -257,6 +308,7 @@ async def drive(soak: Soak, client: Integrator) -> tuple[dict[str, int], float]:
 
 
 async def run(args: argparse.Namespace) -> int:
+    amqp_text.install()  # lets this process publish the poison's raw bytes
     if args.broker_restarts <= 0:
         return await run_on(args, os.environ.get("AMQP_URL", DEFAULT_AMQP_URL), None)
     with private_rabbit() as node:
@@ -296,6 +348,9 @@ async def report(soak: Soak, end: dict[str, int], calls: Counter[str], elapsed: 
         texts_of[r.body["id"]].add(r.body["text"])
     distinct = {r.body["id"] for r in soak.received}
     lost = [i for i in soak.ids if i not in ids_of]
+    innocent_dead = [i for i in soak.dead_lettered if i not in soak.poison_ids]
+    poison_kept = soak.poison_ids - set(soak.dead_lettered)
+    answered_poison = soak.poison_ids & set(ids_of)
     double = [i for i, c in ids_of.items() if len(c) > 1]
     two_texts = sum(1 for t in texts_of.values() if len(t) > 1)
     rows: list[tuple[str, object]] = [
@@ -307,6 +362,10 @@ async def report(soak: Soak, end: dict[str, int], calls: Counter[str], elapsed: 
         ("events with two candidate ids", len(double)),
         ("candidate ids with two texts", two_texts),
         ("lost events (no candidate)", len(lost)),
+        ("poison published", len(soak.poison)),
+        ("poison not dead-lettered", len(poison_kept)),
+        ("poison answered", len(answered_poison)),
+        ("innocent events dead-lettered", len(innocent_dead)),
         ("memory anomalies", sum(anomalies.values())),
         ("conversations not in publish order (info)", reordered),
         ("model calls", sum(calls.values())),
@@ -330,7 +389,16 @@ async def report(soak: Soak, end: dict[str, int], calls: Counter[str], elapsed: 
     for name, count in log_summary(soak.log_dir).most_common():
         print(f"  {count:6d}  {name}")
     print(f"consumer logs: {soak.log_dir}")
-    ok = not lost and not double and not anomalies and end["DLQ depth"] == 0 and not two_texts
+    ok = (
+        not lost
+        and not double
+        and not anomalies
+        and not two_texts
+        and not innocent_dead
+        and not poison_kept
+        and not answered_poison
+        and end["DLQ depth"] == len(soak.poison) == end["error events"]
+    )
     print("RESULT:", "PASS" if ok else "FAIL")
     return 0 if ok else 1
 
@@ -348,6 +416,7 @@ def main() -> None:
     add("--kills", type=int, default=2)
     add("--broker-restarts", type=int, default=1)
     add("--broker-down", type=float, default=5.0, help="seconds between stop_app and start_app")
+    add("--poison-percent", type=float, default=0.0, help="protocol-level poison, %% of events")
     add("--seed", type=int, default=1)
     add("--timeout", type=float, default=900.0)
     add("--settle", type=float, default=5.0)

@@ -18,33 +18,12 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from llm_bot.adapters import amqp_text
-from llm_bot.adapters.amqp_text import UnrepresentableTimestamp
 from llm_bot.config import Settings
 from tests.support.events import message_event, new_id
 from tests.support.harness import bot
+from tests.support.poison import POISONS
 
 pytestmark = pytest.mark.integration
-
-BAD = "\udcff\udcfe"  # bytes 0xFF 0xFE on the wire: never UTF-8
-FAR_FUTURE = UnrepresentableTimestamp.of(2**64 - 1)
-
-POISONS: dict[str, tuple[dict[str, Any], str]] = {
-    "message_id": ({"message_id": f"evt{BAD}"}, "property message-id is not valid UTF-8"),
-    "correlation_id": ({"correlation_id": BAD}, "property correlation-id is not valid UTF-8"),
-    "type": ({"type": BAD}, "property type is not valid UTF-8"),
-    "app_id": ({"app_id": BAD}, "property app-id is not valid UTF-8"),
-    "timestamp": ({"timestamp": FAR_FUTURE}, "property timestamp is a timestamp out of range"),
-    "header name": ({"headers": {f"x-{BAD}": 1}}, "a header name is not valid UTF-8"),
-    "nested header name": (
-        {"headers": {"x-meta": {BAD: "v"}}},
-        "header x-meta holds a name that is not valid UTF-8",
-    ),
-    "traceparent": ({"headers": {"traceparent": b"\xff\xfe"}}, "header traceparent is not UTF-8"),
-    "header timestamp": (
-        {"headers": {"x-sent": FAR_FUTURE}},
-        "header x-sent is a timestamp out of range",
-    ),
-}
 
 
 async def test_each_malformed_property_or_header_costs_only_its_own_message(
