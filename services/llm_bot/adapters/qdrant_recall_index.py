@@ -33,7 +33,6 @@ from qdrant_client import AsyncQdrantClient
 from qdrant_client.common.client_exceptions import QdrantException
 from qdrant_client.http.exceptions import ApiException
 from qdrant_client.http.models import models as qm
-from redis.exceptions import RedisError
 
 from llm_bot.adapters.qdrant_points import (
     COLLECTION,
@@ -47,6 +46,7 @@ from llm_bot.adapters.qdrant_points import (
     point_id,
 )
 from llm_bot.adapters.redis_erasure import generation
+from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.config import Settings
 from llm_bot.errors import ErasedMeanwhile, IndexModelMismatch, MemoryUnavailable
@@ -80,6 +80,7 @@ def _translated(action: str) -> Iterator[None]:
         raise MemoryUnavailable(f"qdrant index {action} failed: {type(exc).__name__}") from exc
 
 
+@redis_failures_retryable
 class QdrantRecallIndex:
     """The ``RecallIndex`` port on Qdrant; erasure marks are read from Redis."""
 
@@ -305,10 +306,7 @@ class QdrantRecallIndex:
             return count
 
     async def _check_mark(self, tenant_id: str, user_id: str, erasure: str) -> None:
-        try:
-            mark = await self._redis.hgetall(self._keys.erasure(tenant_id, user_id))
-        except RedisError as exc:
-            raise MemoryUnavailable(f"redis read failed: {type(exc).__name__}") from exc
+        mark = await self._redis.hgetall(self._keys.erasure(tenant_id, user_id))
         if generation(mark) != erasure:
             raise ErasedMeanwhile("index write refused: the user was erased meanwhile")
 

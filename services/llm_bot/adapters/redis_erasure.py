@@ -24,6 +24,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.errors import ErasedMeanwhile
 
@@ -55,6 +56,7 @@ def generation(mark: Mapping[Any, Any], *, now: float | None = None) -> str:
     return bytes(gen).decode()
 
 
+@redis_failures_retryable
 class ErasureMarks:
     """Starts and ends erasures (the eraser's side of the mark)."""
 

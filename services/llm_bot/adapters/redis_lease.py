@@ -20,8 +20,9 @@ import redis.asyncio as aioredis
 import structlog
 from redis.exceptions import RedisError
 
+from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys
-from llm_bot.errors import ConversationBusy, MemoryUnavailable
+from llm_bot.errors import ConversationBusy
 from llm_bot.memory.working import ConversationKey
 
 log = structlog.get_logger(__name__)
@@ -42,6 +43,7 @@ POLL_MIN_SECONDS = 0.01
 POLL_MAX_SECONDS = 0.25
 
 
+@redis_failures_retryable
 class RedisConversationLease:
     """The ``ConversationLease`` port on Redis."""
 
@@ -83,11 +85,8 @@ class RedisConversationLease:
         deadline = loop.time() + self._max_wait
         pause = POLL_MIN_SECONDS
         while True:
-            try:
-                if await self._redis.set(name, token, nx=True, px=self._ttl_ms):
-                    return
-            except (RedisError, OSError) as exc:
-                raise MemoryUnavailable(f"redis lease failed: {type(exc).__name__}") from exc
+            if await self._redis.set(name, token, nx=True, px=self._ttl_ms):
+                return
             if loop.time() >= deadline:
                 raise ConversationBusy(
                     f"conversation busy for over {self._max_wait:.0f}s (lease held elsewhere)"

@@ -14,9 +14,10 @@ from typing import Any, TypeVar, cast
 import redis.asyncio as aioredis
 from pydantic import BaseModel
 from redis.asyncio.client import Pipeline
-from redis.exceptions import RedisError, WatchError
+from redis.exceptions import WatchError
 
 from llm_bot.adapters.redis_erasure import NO_ERASURE
+from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.errors import ErasedMeanwhile, MemoryUnavailable
 from llm_bot.memory.long_term import (
@@ -31,6 +32,7 @@ from llm_bot.memory.retention import RetentionPolicy, select_bundle, to_evict
 Item = TypeVar("Item", bound=BaseModel)
 
 
+@redis_failures_retryable
 class RedisLongTermStore:
     """Reads and writes one user's long-term memory."""
 
@@ -53,10 +55,7 @@ class RedisLongTermStore:
         return await self._items(tenant_id, user_id, "events", NotableEvent)
 
     async def bundle(self, tenant_id: str, user_id: str) -> LongTermBundle:
-        try:
-            raw = await self._redis.get(self._keys.long_term(tenant_id, user_id, "bundle"))
-        except RedisError as exc:
-            raise MemoryUnavailable(f"redis read failed: {type(exc).__name__}") from exc
+        raw = await self._redis.get(self._keys.long_term(tenant_id, user_id, "bundle"))
         return LongTermBundle.model_validate_json(raw) if raw else LongTermBundle()
 
     async def write(
@@ -86,11 +85,8 @@ class RedisLongTermStore:
                 if mapping:
                     pipe.hset(self._keys.long_term(tenant_id, user_id, kind), mapping=mapping)
 
-        try:
-            await self._unless_erased(tenant_id, user_id, erasure, upsert)
-            await self.apply_retention(tenant_id, user_id, erasure=erasure)
-        except RedisError as exc:
-            raise MemoryUnavailable(f"redis write failed: {type(exc).__name__}") from exc
+        await self._unless_erased(tenant_id, user_id, erasure, upsert)
+        await self.apply_retention(tenant_id, user_id, erasure=erasure)
         return sum(len(mapping) for mapping in groups.values())
 
     async def apply_retention(self, tenant_id: str, user_id: str, *, erasure: str) -> int:
@@ -159,8 +155,5 @@ class RedisLongTermStore:
         return [model.model_validate_json(value) for _, value in sorted(raw.items())]
 
     async def _hgetall(self, name: str) -> dict[str, bytes]:
-        try:
-            raw = cast("dict[bytes, bytes]", await self._redis.hgetall(name))
-        except RedisError as exc:
-            raise MemoryUnavailable(f"redis read failed: {type(exc).__name__}") from exc
+        raw = cast("dict[bytes, bytes]", await self._redis.hgetall(name))
         return {key.decode(): value for key, value in raw.items()}

@@ -15,11 +15,11 @@ from contextlib import asynccontextmanager
 from typing import Any, cast
 
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
 
 from llm_bot.adapters.redis_erasure import ErasureMarks, generation, mark_changed
+from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys, activity_member
-from llm_bot.errors import ErasedMeanwhile, MemoryConflict, MemoryUnavailable
+from llm_bot.errors import ErasedMeanwhile, MemoryConflict
 from llm_bot.memory.long_term import LongTermBundle
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.working import (
@@ -70,6 +70,7 @@ def trace_score(message: ChatMessage) -> int:
     return message.turn * MAX_SEQ_PER_TURN + min(message.seq, MAX_SEQ_PER_TURN - 1)
 
 
+@redis_failures_retryable
 class RedisMemoryStore:
     """The ``MemoryStore`` port on Redis."""
 
@@ -93,16 +94,13 @@ class RedisMemoryStore:
     async def load(self, key: ConversationKey, event_id: str) -> Recalled:
         """Working memory, last turn, version, the event's processed record and the user's
         long-term bundle."""
-        try:
-            async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.get(self._keys.working_memory(key))
-                pipe.hmget(self._keys.conversation_meta(key), ["turn", "version"])
-                pipe.get(self._keys.processed_event(key, event_id))
-                pipe.get(self._keys.long_term(key.tenant_id, key.user_id, "bundle"))
-                pipe.hgetall(self._keys.erasure(key.tenant_id, key.user_id))
-                loaded = await pipe.execute()
-        except RedisError as exc:
-            raise MemoryUnavailable(f"redis load failed: {type(exc).__name__}") from exc
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.get(self._keys.working_memory(key))
+            pipe.hmget(self._keys.conversation_meta(key), ["turn", "version"])
+            pipe.get(self._keys.processed_event(key, event_id))
+            pipe.get(self._keys.long_term(key.tenant_id, key.user_id, "bundle"))
+            pipe.hgetall(self._keys.erasure(key.tenant_id, key.user_id))
+            loaded = await pipe.execute()
         raw_memory, (turn, version), raw_processed, raw_bundle, mark = loaded
         erasure = generation(mark)  # raises ErasedMeanwhile (retried) during an erasure
         memory = WorkingMemory.model_validate_json(raw_memory) if raw_memory else WorkingMemory()
@@ -147,10 +145,7 @@ class RedisMemoryStore:
             self._keys.lease(key),
             self._keys.erasure(key.tenant_id, key.user_id),
         ]
-        try:
-            status, value = cast("list[bytes]", await self._commit(keys=keys, args=args))
-        except RedisError as exc:
-            raise MemoryUnavailable(f"redis commit failed: {type(exc).__name__}") from exc
+        status, value = cast("list[bytes]", await self._commit(keys=keys, args=args))
         if status == b"ok":
             return int(value)
         if status == b"erased":
@@ -205,11 +200,8 @@ class RedisMemoryStore:
         """The erasure marked active around the deletes (readers back off, writers that
         read earlier are refused) and ended even if a delete fails; Redis failures are
         ``MemoryUnavailable``, so the ``memory.forget`` is retried."""
+        erasure = await self._marks.begin(tenant_id, user_id)
         try:
-            erasure = await self._marks.begin(tenant_id, user_id)
-            try:
-                yield
-            finally:
-                await self._marks.end(tenant_id, user_id, erasure)
-        except RedisError as exc:
-            raise MemoryUnavailable(f"redis erasure failed: {type(exc).__name__}") from exc
+            yield
+        finally:
+            await self._marks.end(tenant_id, user_id, erasure)

@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from typing import cast
 
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
 
 from llm_bot.adapters.redis_erasure import generation, mark_changed
+from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys, activity_member, parse_activity_member
 from llm_bot.adapters.redis_memory import MAX_SEQ_PER_TURN
-from llm_bot.errors import ErasedMeanwhile, MemoryConflict, MemoryUnavailable
+from llm_bot.errors import ErasedMeanwhile, MemoryConflict
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.working import ConversationKey, WorkingMemory
 
@@ -78,6 +78,7 @@ class ConversationProgress:
     indexed_through: int = 0
 
 
+@redis_failures_retryable
 class RedisMemoryProgress:
     """Worker-side reads and writes of a conversation's memory."""
 
@@ -94,30 +95,21 @@ class RedisMemoryProgress:
         """The user's erasure generation: read it before reading their memory and pass it
         to every write, which is refused if it changed in between. Raises the retryable
         ``ErasedMeanwhile`` while an erasure of the user is in progress."""
-        try:
-            mark = await self._redis.hgetall(self._keys.erasure(tenant_id, user_id))
-        except RedisError as exc:
-            raise MemoryUnavailable(f"redis read failed: {type(exc).__name__}") from exc
+        mark = await self._redis.hgetall(self._keys.erasure(tenant_id, user_id))
         return generation(mark)
 
     async def exists(self, key: ConversationKey) -> bool:
         """Whether the conversation has memory (its meta) at all."""
-        try:
-            return bool(await self._redis.exists(self._keys.conversation_meta(key)))
-        except RedisError as exc:
-            raise MemoryUnavailable(f"redis read failed: {type(exc).__name__}") from exc
+        return bool(await self._redis.exists(self._keys.conversation_meta(key)))
 
     async def load(self, key: ConversationKey) -> ConversationProgress:
-        try:
-            async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.get(self._keys.working_memory(key))
-                pipe.hmget(
-                    self._keys.conversation_meta(key),
-                    ["turn", "compacted_through", "classified_through", "indexed_through"],
-                )
-                raw, (turn, compacted, classified, indexed) = await pipe.execute()
-        except RedisError as exc:
-            raise MemoryUnavailable(f"redis load failed: {type(exc).__name__}") from exc
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.get(self._keys.working_memory(key))
+            pipe.hmget(
+                self._keys.conversation_meta(key),
+                ["turn", "compacted_through", "classified_through", "indexed_through"],
+            )
+            raw, (turn, compacted, classified, indexed) = await pipe.execute()
         return ConversationProgress(
             memory=WorkingMemory.model_validate_json(raw) if raw else None,
             last_turn=int(turn or 0),
@@ -130,17 +122,14 @@ class RedisMemoryProgress:
         """The raw trace's messages of turns ``first..last``, in order."""
         if last < first:
             return []
-        try:
-            members = cast(
-                "list[bytes]",
-                await self._redis.zrangebyscore(
-                    self._keys.raw_trace(key),
-                    first * MAX_SEQ_PER_TURN,
-                    last * MAX_SEQ_PER_TURN + MAX_SEQ_PER_TURN - 1,
-                ),
-            )
-        except RedisError as exc:
-            raise MemoryUnavailable(f"redis read failed: {type(exc).__name__}") from exc
+        members = cast(
+            "list[bytes]",
+            await self._redis.zrangebyscore(
+                self._keys.raw_trace(key),
+                first * MAX_SEQ_PER_TURN,
+                last * MAX_SEQ_PER_TURN + MAX_SEQ_PER_TURN - 1,
+            ),
+        )
         return [ChatMessage.model_validate_json(member) for member in members]
 
     async def commit_compaction(
@@ -169,10 +158,7 @@ class RedisMemoryProgress:
             compacted_through,
             memory.model_dump_json() if memory is not None else "",
         ]
-        try:
-            status, value = cast("list[bytes]", await self._commit(keys=keys, args=args))
-        except RedisError as exc:
-            raise MemoryUnavailable(f"redis commit failed: {type(exc).__name__}") from exc
+        status, value = cast("list[bytes]", await self._commit(keys=keys, args=args))
         if status == b"erased":
             raise ErasedMeanwhile("compaction commit refused: the user was erased meanwhile")
         if status != b"ok":
@@ -186,29 +172,20 @@ class RedisMemoryProgress:
 
     async def reset_indexed(self, key: ConversationKey) -> None:
         """Index the conversation again from its first turn (``llm-bot memory reindex``)."""
-        try:
-            await self._redis.hdel(self._keys.conversation_meta(key), "indexed_through")
-        except RedisError as exc:
-            raise MemoryUnavailable(f"redis write failed: {type(exc).__name__}") from exc
+        await self._redis.hdel(self._keys.conversation_meta(key), "indexed_through")
 
     async def trace_exists(self, keys: list[ConversationKey]) -> list[bool]:
         """Whether each conversation still has its raw trace."""
-        try:
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for key in keys:
-                    pipe.exists(self._keys.raw_trace(key))
-                return [bool(found) for found in await pipe.execute()]
-        except RedisError as exc:
-            raise MemoryUnavailable(f"redis read failed: {type(exc).__name__}") from exc
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.exists(self._keys.raw_trace(key))
+            return [bool(found) for found in await pipe.execute()]
 
     async def _raise_mark(
         self, key: ConversationKey, field: str, turn: int, *, erasure: str
     ) -> None:
         keys = [self._keys.erasure(key.tenant_id, key.user_id), self._keys.conversation_meta(key)]
-        try:
-            marked = await self._raise(keys=keys, args=[erasure, field, turn])
-        except RedisError as exc:
-            raise MemoryUnavailable(f"redis write failed: {type(exc).__name__}") from exc
+        marked = await self._raise(keys=keys, args=[erasure, field, turn])
         if not marked:
             raise ErasedMeanwhile(f"{field} mark refused: the user was erased meanwhile")
 
@@ -241,16 +218,10 @@ class RedisMemoryProgress:
             self._keys.erasure(tenant_id, user_id),
             self._keys.memory_job(tenant_id, user_id, job_id),
         ]
-        try:
-            marked = await self._mark_job(keys=keys, args=[erasure, self._job_ttl])
-        except RedisError as exc:
-            raise MemoryUnavailable(f"redis write failed: {type(exc).__name__}") from exc
+        marked = await self._mark_job(keys=keys, args=[erasure, self._job_ttl])
         if not marked:
             raise ErasedMeanwhile("job marker refused: the user was erased meanwhile")
 
     async def forget_activity(self, key: ConversationKey) -> None:
         """Take the conversation out of the idle sweep (it has no memory left)."""
-        try:
-            await self._redis.zrem(self._keys.activity(), activity_member(key))
-        except RedisError as exc:
-            raise MemoryUnavailable(f"redis write failed: {type(exc).__name__}") from exc
+        await self._redis.zrem(self._keys.activity(), activity_member(key))

@@ -25,11 +25,11 @@ from typing import Any, cast
 
 import numpy as np
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
 
 from llm_bot.adapters.redis_erasure import mark_changed
+from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys
-from llm_bot.errors import ErasedMeanwhile, IndexModelMismatch, MemoryUnavailable
+from llm_bot.errors import ErasedMeanwhile, IndexModelMismatch
 from llm_bot.memory.hybrid_search import IndexSnapshot, SearchQuery, Vector, search
 from llm_bot.memory.recall_items import IndexEntry, SearchHit, conversation_prefix
 from llm_bot.memory.working import ConversationKey
@@ -170,6 +170,7 @@ class SnapshotCache:
             total -= len(oldest.snapshot) if oldest.snapshot is not None else 0
 
 
+@redis_failures_retryable
 class RedisRecallIndex:
     """The ``RecallIndex`` port on plain Redis."""
 
@@ -209,10 +210,7 @@ class RedisRecallIndex:
         args: list[Any] = [erasure, model, self._ttl, uuid.uuid4().hex]
         for entry, vector in entries:
             args += [entry.id, entry.digest, entry_json(entry), _pack(vector)]
-        try:
-            written = int(await self._upsert(keys=keys, args=args))
-        except RedisError as exc:
-            raise MemoryUnavailable(f"redis index write failed: {type(exc).__name__}") from exc
+        written = int(await self._upsert(keys=keys, args=args))
         if written == -1:
             raise ErasedMeanwhile("index write refused: the user was erased meanwhile")
         if written == -2:
@@ -223,23 +221,17 @@ class RedisRecallIndex:
 
     async def digests(self, tenant_id: str, user_id: str, prefix: str) -> dict[str, str]:
         found: dict[str, str] = {}
-        try:
-            async for name, raw in self._redis.hscan_iter(
-                self._key(tenant_id, user_id, "doc"), match=f"{prefix}*", count=500
-            ):
-                found[_text(name)] = json.loads(raw)["h"]
-        except RedisError as exc:
-            raise MemoryUnavailable(f"redis index read failed: {type(exc).__name__}") from exc
+        async for name, raw in self._redis.hscan_iter(
+            self._key(tenant_id, user_id, "doc"), match=f"{prefix}*", count=500
+        ):
+            found[_text(name)] = json.loads(raw)["h"]
         return found
 
     async def remove(self, tenant_id: str, user_id: str, entry_ids: Sequence[str]) -> int:
         if not entry_ids:
             return 0
         keys = [self._key(tenant_id, user_id, part) for part in ("meta", "doc", "vec", "seq")]
-        try:
-            return int(await self._remove(keys=keys, args=[uuid.uuid4().hex, *entry_ids]))
-        except RedisError as exc:
-            raise MemoryUnavailable(f"redis index write failed: {type(exc).__name__}") from exc
+        return int(await self._remove(keys=keys, args=[uuid.uuid4().hex, *entry_ids]))
 
     async def forget_conversation(self, key: ConversationKey) -> int:
         """The entries of its messages (their ids start with the conversation's prefix)."""
@@ -249,11 +241,8 @@ class RedisRecallIndex:
 
     async def forget_user(self, tenant_id: str, user_id: str) -> int:
         names = [self._key(tenant_id, user_id, part) for part in ("meta", "doc", "vec", "seq")]
-        try:
-            count = int(await self._redis.hlen(names[1]))
-            await self._redis.unlink(*names)
-        except RedisError as exc:
-            raise MemoryUnavailable(f"redis index erase failed: {type(exc).__name__}") from exc
+        count = int(await self._redis.hlen(names[1]))
+        await self._redis.unlink(*names)
         self._cache.drop(self._keys.user_scope(tenant_id, user_id))
         return count
 
@@ -261,10 +250,7 @@ class RedisRecallIndex:
         """Nothing of its own: the Redis client is the service's."""
 
     async def count(self, tenant_id: str, user_id: str) -> int:
-        try:
-            return int(await self._redis.hlen(self._key(tenant_id, user_id, "doc")))
-        except RedisError as exc:
-            raise MemoryUnavailable(f"redis index read failed: {type(exc).__name__}") from exc
+        return int(await self._redis.hlen(self._key(tenant_id, user_id, "doc")))
 
     async def search(
         self, tenant_id: str, user_id: str, query: SearchQuery, *, model: str
@@ -291,10 +277,7 @@ class RedisRecallIndex:
 
     async def _refresh(self, tenant_id: str, user_id: str, cached: _Cached) -> None:
         keys = [self._key(tenant_id, user_id, part) for part in ("meta", "seq", "doc", "vec")]
-        try:
-            reply = await self._sync(keys=keys, args=[cached.epoch, cached.seq])
-        except RedisError as exc:
-            raise MemoryUnavailable(f"redis index read failed: {type(exc).__name__}") from exc
+        reply = await self._sync(keys=keys, args=[cached.epoch, cached.seq])
         epoch, seq, model, full, ids, docs, vectors = cast("list[Any]", reply)
         if full == b"1" or cached.snapshot is None:
             cached.snapshot = IndexSnapshot()

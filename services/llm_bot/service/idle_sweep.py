@@ -10,7 +10,6 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 import structlog
-from redis.exceptions import RedisError
 
 from llm_bot.adapters.redis_keys import activity_member
 from llm_bot.adapters.redis_progress import RedisMemoryProgress
@@ -65,7 +64,7 @@ async def sweep_forever(
             await sweep_once(
                 progress=progress, publish=publish, idle_seconds=idle_seconds, now=clock()
             )
-        except (LlmBotError, RedisError, OSError) as exc:
+        except LlmBotError as exc:  # Redis failures arrive as MemoryUnavailable
             log.warning("sweep.failed", error=str(exc), error_type=type(exc).__name__)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), interval_seconds)

@@ -1,0 +1,69 @@
+"""Redis failures become the service's error family in one place.
+
+A Redis adapter class is decorated with ``@redis_failures_retryable``: every coroutine
+method and async context manager it defines turns ``RedisError`` and ``OSError`` (a
+connection refused or reset, a timeout) into ``MemoryUnavailable``, which the event
+handler and the memory worker retry with backoff. A method added later is covered
+without a hand-written ``except``; errors of the service's own families (``ErasedMeanwhile``,
+``MemoryConflict``...) pass through unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, TypeVar
+
+from redis.exceptions import RedisError
+
+from llm_bot.errors import MemoryUnavailable
+
+T = TypeVar("T")
+
+REDIS_FAILURES = (RedisError, OSError)
+
+
+@contextlib.contextmanager
+def redis_failures_as_unavailable(where: str) -> Iterator[None]:
+    """``RedisError``/``OSError`` inside become ``MemoryUnavailable`` naming ``where``."""
+    try:
+        yield
+    except REDIS_FAILURES as exc:
+        raise MemoryUnavailable(f"redis failed in {where}: {type(exc).__name__}") from exc
+
+
+def redis_failures_retryable(cls: type[T]) -> type[T]:
+    """Class decorator: translate Redis failures in every async method of ``cls``."""
+    for name, member in list(vars(cls).items()):
+        if name.startswith("__") or not callable(member):
+            continue
+        where = f"{cls.__name__}.{name}"
+        if inspect.iscoroutinefunction(member):
+            setattr(cls, name, _coroutine(member, where))
+        elif inspect.isasyncgenfunction(getattr(member, "__wrapped__", None)):
+            setattr(cls, name, _context_manager(member, where))
+    return cls
+
+
+def _coroutine(method: Callable[..., Any], where: str) -> Callable[..., Any]:
+    @functools.wraps(method)
+    async def translated(*args: Any, **kwargs: Any) -> Any:
+        with redis_failures_as_unavailable(where):
+            return await method(*args, **kwargs)
+
+    return translated
+
+
+def _context_manager(method: Callable[..., Any], where: str) -> Callable[..., Any]:
+    """For ``@asynccontextmanager`` methods: failures entering or leaving are translated."""
+
+    @functools.wraps(method)
+    @contextlib.asynccontextmanager
+    async def translated(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        with redis_failures_as_unavailable(where):
+            async with method(*args, **kwargs) as value:
+                yield value
+
+    return translated
