@@ -10,15 +10,16 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from aio_pika.exceptions import AMQPConnectionError
-
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.config import ConfigurationError, Settings, load_settings
 from llm_bot.contract.schema_export import stale_schemas, write_schemas
 from llm_bot.entrypoints import dlq_cli, memory_cli, recall_cli
 from llm_bot.entrypoints.demo import run_demo
 from llm_bot.entrypoints.run import run_consumer
-from llm_bot.entrypoints.startup import DependencyUnavailable
+from llm_bot.entrypoints.startup import (
+    DependencyUnavailable,
+    describe_failure,
+)
 from llm_bot.entrypoints.worker import run_worker
 from llm_bot.fake_model import run_forever
 from llm_bot.logs import configure_logging
@@ -101,7 +102,10 @@ def _dlq(args: argparse.Namespace, settings: Settings) -> int:
 
 def _key(args: argparse.Namespace) -> ConversationKey:
     key = ConversationKey(args.tenant, args.user, args.conversation)
-    RedisKeys().working_memory(key)  # validates the ids before any key is used
+    try:
+        RedisKeys().working_memory(key)  # validates the ids before any key is used
+    except ValueError as exc:
+        raise ConfigurationError(f"--tenant/--user/--conversation: {exc}") from exc
     return key
 
 
@@ -171,20 +175,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _offline_command(args)
     try:
         settings = load_settings()
-        configure_logging(level=settings.log_level, fmt=settings.log_format)
-        return _dispatch(args, settings)
-    except (ConfigurationError, DependencyUnavailable, ValueError) as exc:
+    except ConfigurationError as exc:
         print(f"llm-bot: {exc}", file=sys.stderr)
         return 2
-    except AMQPConnectionError as exc:
-        print(
-            f"llm-bot: RabbitMQ is not reachable at AMQP_URL ({type(exc).__name__}); "
-            "start RabbitMQ or set AMQP_URL",
-            file=sys.stderr,
-        )
-        return 2
+    configure_logging(level=settings.log_level, fmt=settings.log_format)
+    try:
+        return _dispatch(args, settings)
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        line = describe_failure(exc, settings)
+        if line is None and isinstance(exc, ConfigurationError | DependencyUnavailable):
+            line = str(exc)
+        if line is None:
+            raise
+        print(f"llm-bot: {line}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ at import time: the composition root calls :func:`load_settings` once.
 from __future__ import annotations
 
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -168,6 +169,18 @@ class Settings(BaseSettings):
     def _lower(cls, value: object) -> object:
         return value.lower() if isinstance(value, str) else value
 
+    @field_validator("amqp_url")
+    @classmethod
+    def _amqp_url(cls, value: SecretStr) -> SecretStr:
+        _check_url(value.get_secret_value(), ("amqp", "amqps"), "amqp://user:password@host:5672/")
+        return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, value: SecretStr) -> SecretStr:
+        _check_url(value.get_secret_value(), ("redis", "rediss", "unix"), "redis://host:6379/0")
+        return value
+
     @field_validator("openai_base_url", "embedding_base_url", "qdrant_url", mode="before")
     @classmethod
     def _blank_is_none(cls, value: object) -> object:
@@ -185,6 +198,18 @@ class Settings(BaseSettings):
     @property
     def openai_timeout_seconds(self) -> float:
         return self.openai_timeout_ms / 1000
+
+
+def _check_url(url: str, schemes: tuple[str, ...], example: str) -> None:
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  # raises ValueError on a port that is not a number
+    except ValueError as exc:
+        raise ValueError(f"not a URL ({exc}); expected e.g. {example}") from exc
+    if parts.scheme not in schemes or not (parts.hostname or parts.scheme == "unix"):
+        raise ValueError(
+            f"expected a {' or '.join(s + '://' for s in schemes)} URL such as {example}"
+        )
 
 
 class ConfigurationError(Exception):
@@ -208,4 +233,6 @@ def load_settings(**overrides: object) -> Settings:
         name = _variable_name(tuple(first["loc"]))
         raw = first.get("input")
         shown = "" if isinstance(raw, dict) or "URL" in name or "KEY" in name else f" (got {raw!r})"
-        raise ConfigurationError(f"invalid configuration: {name}: {first['msg']}{shown}") from exc
+        raise ConfigurationError(
+            f"invalid configuration: {name}: {first['msg'].removeprefix('Value error, ')}{shown}"
+        ) from exc

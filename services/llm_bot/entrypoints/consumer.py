@@ -14,7 +14,6 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable
 
-import aio_pika
 import structlog
 from aio_pika.abc import (
     AbstractIncomingMessage,
@@ -30,7 +29,7 @@ from llm_bot.adapters.amqp_text import envelope_fault, undecodable
 from llm_bot.adapters.rabbit_publisher import RabbitPublisher
 from llm_bot.adapters.rabbit_topology import Topology, declare_topology
 from llm_bot.contract import MemoryJobV1
-from llm_bot.entrypoints.startup import DependencyUnavailable
+from llm_bot.entrypoints.startup import DependencyUnavailable, connect_amqp_robust
 from llm_bot.errors import PublishFailed
 from llm_bot.service.handler import Delivery, DeliveryHandler
 from llm_bot.service.outcomes import DeadLetter, Duplicate, EventIds, Outcome, Replied
@@ -91,7 +90,7 @@ class EventConsumer:
     async def start(self) -> None:
         """Connect (robustly: reconnects and re-declares by itself), declare, consume."""
         amqp_text.install()  # a delivery pamqp cannot decode must not drop the connection
-        self._connection = await aio_pika.connect_robust(
+        self._connection = await connect_amqp_robust(
             self._amqp_url,
             client_properties={"connection_name": f"llm-bot {self._topology.ingress_queue}"},
             reconnect_interval=RECONNECT_INTERVAL_SECONDS,

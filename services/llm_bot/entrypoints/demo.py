@@ -25,7 +25,7 @@ from llm_bot.adapters.rabbit_topology import Topology
 from llm_bot.bootstrap import build_service, build_worker
 from llm_bot.config import Settings
 from llm_bot.entrypoints.memory_cli import forget_memory, render_memory, show_memory
-from llm_bot.entrypoints.startup import check_redis
+from llm_bot.entrypoints.startup import check_redis, connect_amqp_robust
 from llm_bot.fake_model import FakeModelServer, RecordedRequest
 from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
 from llm_bot.memory.working import ConversationKey
@@ -128,7 +128,7 @@ async def run_demo(settings: Settings) -> None:
         key = ConversationKey(
             "demo_tenant", f"demo_user_{uuid.uuid4().hex[:8]}", f"demo_{uuid.uuid4().hex[:12]}"
         )
-        connection = await aio_pika.connect_robust(settings.amqp_url.get_secret_value())
+        connection = await connect_amqp_robust(settings.amqp_url.get_secret_value())
         try:
             channel = await connection.channel()
             exchange = await channel.get_exchange(settings.ingress_exchange)

@@ -12,7 +12,6 @@ import json
 import sys
 from collections.abc import Iterator
 
-import aio_pika
 from aio_pika.abc import AbstractConnection
 
 from llm_bot.adapters import amqp_text
@@ -25,13 +24,14 @@ from llm_bot.adapters.rabbit_dlq import (
 )
 from llm_bot.adapters.rabbit_topology import Topology
 from llm_bot.config import Settings
+from llm_bot.entrypoints.startup import connect_amqp
 
 ERROR_TEXT_LIMIT = 200
 
 
 async def _connect(settings: Settings) -> AbstractConnection:
     amqp_text.install()  # dead letters include deliveries pamqp alone cannot decode
-    return await aio_pika.connect(settings.amqp_url.get_secret_value())
+    return await connect_amqp(settings.amqp_url.get_secret_value())
 
 
 async def list_dead_letters(settings: Settings, *, limit: int) -> tuple[list[DeadLetter], int]:

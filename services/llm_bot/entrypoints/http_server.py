@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from llm_bot.entrypoints.startup import DependencyUnavailable
+
 ReadinessCheck = Callable[[], Awaitable[str | None]]
 """Returns None when ready, else a short reason."""
 
@@ -53,7 +55,15 @@ class HealthServer:
             app.router.add_get("/metrics", self._metrics)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        await web.TCPSite(self._runner, self._host, self._port).start()
+        try:
+            await web.TCPSite(self._runner, self._host, self._port).start()
+        except OSError as exc:
+            await self._runner.cleanup()
+            raise DependencyUnavailable(
+                f"cannot listen on {self._host}:{self._port} for /healthz, /readyz and /metrics "
+                f"({exc.strerror or exc}); another llm-bot may be running there: stop it or "
+                "set LLM_BOT_HTTP_PORT (0 picks a free port)"
+            ) from exc
 
     async def stop(self) -> None:
         if self._runner is not None:

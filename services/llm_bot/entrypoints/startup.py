@@ -1,9 +1,27 @@
-"""Start-up checks that turn an unreachable dependency into one clear line."""
+"""Start-up checks and failures to reach a dependency, as one clear line naming the fix."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import aio_pika
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
+from aio_pika.abc import AbstractConnection, AbstractRobustConnection
+from aiormq.exceptions import (
+    AMQPConnectionError,
+    AuthenticationError,
+    IncompatibleProtocolError,
+    InvalidFrameError,
+    ProbableAuthenticationError,
+)
+from redis.exceptions import AuthenticationError as RedisAuthenticationError
+from redis.exceptions import AuthenticationWrongNumberOfArgsError, RedisError, ResponseError
+
+from llm_bot.config import Settings
 
 
 class DependencyUnavailable(Exception):
@@ -27,3 +45,112 @@ async def redis_readiness(client: aioredis.Redis) -> str | None:
     except (RedisError, OSError) as exc:
         return f"redis unavailable: {type(exc).__name__}"
     return None
+
+
+CONNECT_TIMEOUT_SECONDS = 15.0
+"""A first AMQP connect that gets no answer (a firewall, a port that is not RabbitMQ's)
+fails after this long instead of hanging."""
+
+
+class AmqpNoAnswer(AMQPConnectionError):
+    """Nothing answered as RabbitMQ within ``CONNECT_TIMEOUT_SECONDS``."""
+
+
+async def connect_amqp(url: str, **options: Any) -> AbstractConnection:
+    """``aio_pika.connect`` with a timeout; a failure is reported by the caller as one line."""
+    with quiet_connect_errors(), _no_answer_as_error():
+        connection: AbstractConnection = await aio_pika.connect(
+            url, timeout=CONNECT_TIMEOUT_SECONDS, **options
+        )
+    return connection
+
+
+async def connect_amqp_robust(url: str, **options: Any) -> AbstractRobustConnection:
+    """``aio_pika.connect_robust`` with a timeout per attempt, reported like ``connect_amqp``."""
+    with quiet_connect_errors(), _no_answer_as_error():
+        connection: AbstractRobustConnection = await aio_pika.connect_robust(
+            url, timeout=CONNECT_TIMEOUT_SECONDS, **options
+        )
+    return connection
+
+
+@contextlib.contextmanager
+def _no_answer_as_error() -> Iterator[None]:
+    try:
+        yield
+    except TimeoutError as exc:
+        raise AmqpNoAnswer(f"no answer within {CONNECT_TIMEOUT_SECONDS:g} s") from exc
+
+
+@contextlib.contextmanager
+def quiet_connect_errors() -> Iterator[None]:
+    """aiormq logs a failed first connect (a JSON line) before raising it; the caller
+    reports the failure itself, as one line, so that log is held back meanwhile."""
+    logger = logging.getLogger("aiormq.connection")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def describe_failure(exc: BaseException, settings: Settings) -> str | None:
+    """One line naming what to fix when ``exc`` (or what caused it) is a failure to reach
+    RabbitMQ or Redis; None for anything else."""
+    for cause in _chain(exc):
+        line = describe_amqp_failure(cause, settings) or describe_redis_failure(cause, settings)
+        if line is not None:
+            return line
+    return None
+
+
+def describe_amqp_failure(exc: BaseException, settings: Settings) -> str | None:
+    where = _host_port(settings.amqp_url.get_secret_value(), default_port=5672)
+    if isinstance(exc, ProbableAuthenticationError | AuthenticationError):
+        return (
+            f"RabbitMQ at {where} refused the user or password in AMQP_URL (ACCESS_REFUSED); "
+            "fix AMQP_URL"
+        )
+    if isinstance(exc, InvalidFrameError) and "Connection.Close" in str(exc):
+        return (
+            f"RabbitMQ at {where} closed the connection while opening it: the virtual host in "
+            "AMQP_URL does not exist or its user may not use it; fix AMQP_URL"
+        )
+    if isinstance(exc, IncompatibleProtocolError | AmqpNoAnswer):
+        return (
+            f"nothing at {where} answered as RabbitMQ ({exc}); is AMQP_URL the broker's "
+            "AMQP port (5672, 5671 for amqps)?"
+        )
+    if isinstance(exc, AMQPConnectionError):
+        return f"RabbitMQ is not reachable at {where} (AMQP_URL); start RabbitMQ or fix AMQP_URL"
+    return None
+
+
+def describe_redis_failure(exc: BaseException, settings: Settings) -> str | None:
+    where = _host_port(settings.redis_url.get_secret_value(), default_port=6379)
+    auth = (RedisAuthenticationError, AuthenticationWrongNumberOfArgsError)
+    if isinstance(exc, auth) or (isinstance(exc, ResponseError) and "NOAUTH" in str(exc)):
+        return f"Redis at {where} refused the password in REDIS_URL; fix REDIS_URL"
+    if isinstance(exc, RedisError):
+        return f"Redis is not reachable at {where} (REDIS_URL); start Redis or fix REDIS_URL"
+    return None
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _host_port(url: str, *, default_port: int) -> str:
+    """``host:port`` of a URL, never its credentials."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port or default_port
+    except ValueError:
+        return "?"
+    return f"{parts.hostname or '?'}:{port}"
