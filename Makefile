@@ -13,10 +13,12 @@ help: ## list the targets
 		awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml constraints.txt
+	@echo "make: creating $(VENV) and installing llm-bot with its dev tools (once; about a minute)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
+	$(BIN)/pip install --quiet --progress-bar off -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
+	@echo "make: installed $(BIN)/llm-bot (not on PATH: run it as $(BIN)/llm-bot, or source $(BIN)/activate)"
 
 .PHONY: install
 install: $(STAMP) ## create .venv and install llm-bot with its dev tools (pinned by constraints.txt)
