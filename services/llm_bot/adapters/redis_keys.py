@@ -87,6 +87,24 @@ class RedisKeys:
         ``redis_erasure.py``), the one key an erasure leaves, for a day."""
         return f"{self.user_scope(tenant_id, user_id)}:erasure"
 
+    def registry(self, tenant_id: str, user_id: str) -> str:
+        """Sorted set of the user's keys that have ids in their names, by expiry time (see
+        ``redis_registry.py``): what erasure deletes besides the fixed names."""
+        return f"{self.user_scope(tenant_id, user_id)}:keys"
+
+    def fixed_user_keys(self, tenant_id: str, user_id: str) -> tuple[str, ...]:
+        """The user's keys whose names hold no id: long-term memory and the index."""
+        return (
+            *(
+                self.long_term(tenant_id, user_id, kind)
+                for kind in ("profile", "facts", "episodes", "events", "bundle")
+            ),
+            *(
+                self.recall_index(tenant_id, user_id, part)
+                for part in ("meta", "doc", "vec", "seq")
+            ),
+        )
+
     def activity(self) -> str:
         """Sorted set of conversations by last activity (member ``tenant|user|conversation``),
         swept by the memory worker to finalize idle conversations. The one key outside a
@@ -105,6 +123,28 @@ class RedisKeys:
         tenant = _checked(tenant_id, "tenant_id")
         user = "*" if user_id is None else _checked(user_id, "user_id")
         return f"{self.prefix}:{{{tenant}|{user}}}:meta:*"
+
+    def parse_conversation_key(self, name: str) -> ConversationKey | None:
+        """The conversation of a ``wm``, ``meta`` or ``trace`` key built here, else None."""
+        head = f"{self.prefix}:{{"
+        for kind in ("meta", "wm", "trace"):
+            marker = f"}}:{kind}:"
+            if name.startswith(head) and marker in name:
+                scope, conversation = name[len(head) :].split(marker, 1)
+                tenant, _, user = scope.partition("|")
+                return self._built(ConversationKey(tenant, user, conversation), name, kind)
+        return None
+
+    def _built(self, key: ConversationKey, name: str, kind: str) -> ConversationKey | None:
+        build = {
+            "meta": self.conversation_meta,
+            "wm": self.working_memory,
+            "trace": self.raw_trace,
+        }[kind]
+        try:
+            return key if build(key) == name else None
+        except ValueError:
+            return None
 
     def parse_conversation_meta(self, name: str) -> ConversationKey | None:
         """The conversation of a meta key built here (None for any other name)."""

@@ -7,7 +7,7 @@ share the user's hash tag, so erasing a user erases their long-term memory too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, cast
 
@@ -30,6 +30,8 @@ from llm_bot.memory.long_term import (
 from llm_bot.memory.retention import RetentionPolicy, select_bundle, to_evict
 
 Item = TypeVar("Item", bound=BaseModel)
+Queue = Callable[[Pipeline], None]
+"""Queues a transaction's writes on the pipeline (after its reads, before EXEC)."""
 
 
 @redis_failures_retryable
@@ -42,17 +44,17 @@ class RedisLongTermStore:
         self._retention = retention
 
     async def profile(self, tenant_id: str, user_id: str) -> dict[str, ProfileAttribute]:
-        raw = await self._hgetall(self._keys.long_term(tenant_id, user_id, "profile"))
+        raw = await self._hgetall(self._redis, self._keys.long_term(tenant_id, user_id, "profile"))
         return {k: ProfileAttribute.model_validate_json(v) for k, v in raw.items()}
 
     async def facts(self, tenant_id: str, user_id: str) -> list[SemanticFact]:
-        return await self._items(tenant_id, user_id, "facts", SemanticFact)
+        return await self._items(self._redis, tenant_id, user_id, "facts", SemanticFact)
 
     async def episodes(self, tenant_id: str, user_id: str) -> list[EpisodicSummary]:
-        return await self._items(tenant_id, user_id, "episodes", EpisodicSummary)
+        return await self._items(self._redis, tenant_id, user_id, "episodes", EpisodicSummary)
 
     async def events(self, tenant_id: str, user_id: str) -> list[NotableEvent]:
-        return await self._items(tenant_id, user_id, "events", NotableEvent)
+        return await self._items(self._redis, tenant_id, user_id, "events", NotableEvent)
 
     async def bundle(self, tenant_id: str, user_id: str) -> LongTermBundle:
         raw = await self._redis.get(self._keys.long_term(tenant_id, user_id, "bundle"))
@@ -80,10 +82,13 @@ class RedisLongTermStore:
             "events": {e.id: e.model_dump_json() for e in events},
         }
 
-        def upsert(pipe: Pipeline) -> None:
-            for kind, mapping in groups.items():
-                if mapping:
-                    pipe.hset(self._keys.long_term(tenant_id, user_id, kind), mapping=mapping)
+        async def upsert(pipe: Pipeline) -> Queue:
+            def queue(pipe: Pipeline) -> None:
+                for kind, mapping in groups.items():
+                    if mapping:
+                        pipe.hset(self._keys.long_term(tenant_id, user_id, kind), mapping=mapping)
+
+            return queue
 
         await self._unless_erased(tenant_id, user_id, erasure, upsert)
         await self.apply_retention(tenant_id, user_id, erasure=erasure)
@@ -92,45 +97,65 @@ class RedisLongTermStore:
     async def apply_retention(self, tenant_id: str, user_id: str, *, erasure: str) -> int:
         """Evict beyond ``max_items`` per kind (least salient, then oldest) and past the
         retention age; rebuild the bundle (unless the user's erasure mark is no longer
-        ``erasure``). Returns the number of items evicted."""
+        ``erasure``). The items are read under the same WATCH as the write: a concurrent
+        writer makes this fail as retryable ``MemoryUnavailable`` instead of rebuilding the
+        bundle from a stale read. Returns the number of items evicted."""
         now = datetime.now(UTC)
         cutoff = (now - timedelta(days=self._retention.max_age_days)).isoformat()
-        facts = await self.facts(tenant_id, user_id)
-        episodes = await self.episodes(tenant_id, user_id)
-        events = await self.events(tenant_id, user_id)
-        evicted = {
-            "facts": to_evict(facts, self._retention.max_items, cutoff),
-            "episodes": to_evict(episodes, self._retention.max_items, cutoff),
-            "events": to_evict(events, self._retention.max_items, cutoff),
-        }
-        gone = {kind: set(ids) for kind, ids in evicted.items()}
-        bundle = select_bundle(
-            profile=list((await self.profile(tenant_id, user_id)).values()),
-            facts=[f for f in facts if f.id not in gone["facts"]],
-            episodes=[e for e in episodes if e.id not in gone["episodes"]],
-            events=[e for e in events if e.id not in gone["events"]],
-        )
+        evicted: dict[str, list[str]] = {}
 
-        def evict_and_rebuild(pipe: Pipeline) -> None:
-            for kind, ids in evicted.items():
-                if ids:
-                    pipe.hdel(self._keys.long_term(tenant_id, user_id, kind), *ids)
-            pipe.set(self._keys.long_term(tenant_id, user_id, "bundle"), bundle.model_dump_json())
+        async def evict_and_rebuild(pipe: Pipeline) -> Queue:
+            profile = await self._items(pipe, tenant_id, user_id, "profile", ProfileAttribute)
+            facts = await self._items(pipe, tenant_id, user_id, "facts", SemanticFact)
+            episodes = await self._items(pipe, tenant_id, user_id, "episodes", EpisodicSummary)
+            events = await self._items(pipe, tenant_id, user_id, "events", NotableEvent)
+            evicted.update(
+                facts=to_evict(facts, self._retention.max_items, cutoff),
+                episodes=to_evict(episodes, self._retention.max_items, cutoff),
+                events=to_evict(events, self._retention.max_items, cutoff),
+            )
+            gone = {kind: set(ids) for kind, ids in evicted.items()}
+            bundle = select_bundle(
+                profile=profile,
+                facts=[f for f in facts if f.id not in gone["facts"]],
+                episodes=[e for e in episodes if e.id not in gone["episodes"]],
+                events=[e for e in events if e.id not in gone["events"]],
+            )
 
-        await self._unless_erased(tenant_id, user_id, erasure, evict_and_rebuild)
+            def queue(pipe: Pipeline) -> None:
+                for kind, ids in evicted.items():
+                    if ids:
+                        pipe.hdel(self._keys.long_term(tenant_id, user_id, kind), *ids)
+                name = self._keys.long_term(tenant_id, user_id, "bundle")
+                pipe.set(name, bundle.model_dump_json())
+
+            return queue
+
+        watched = [
+            self._keys.long_term(tenant_id, user_id, kind)
+            for kind in ("profile", "facts", "episodes", "events")
+        ]
+        await self._unless_erased(tenant_id, user_id, erasure, evict_and_rebuild, watch=watched)
         return sum(len(ids) for ids in evicted.values())
 
     async def _unless_erased(
-        self, tenant_id: str, user_id: str, erasure: str, queue: Callable[[Pipeline], None]
+        self,
+        tenant_id: str,
+        user_id: str,
+        erasure: str,
+        plan: Callable[[Pipeline], Awaitable[Queue]],
+        *,
+        watch: Sequence[str] = (),
     ) -> None:
-        """Run ``queue``'s commands in one MULTI/EXEC that WATCHes the user's erasure mark:
-        nothing is written if its generation is not ``erasure`` or the mark changes
-        before EXEC."""
+        """One MULTI/EXEC that WATCHes the user's erasure mark and ``watch``: ``plan`` reads
+        on the watching connection and returns what to queue; nothing is written if the
+        mark's generation is not ``erasure`` or a watched key changes before EXEC."""
         name = self._keys.erasure(tenant_id, user_id)
         async with self._redis.pipeline(transaction=True) as pipe:
-            await pipe.watch(name)
+            await pipe.watch(name, *watch)
             if await self._generation(pipe, name) != erasure:
                 raise ErasedMeanwhile("long-term write refused: the user was erased meanwhile")
+            queue = await plan(pipe)
             pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
             queue(pipe)
             try:
@@ -141,7 +166,9 @@ class RedisLongTermStore:
                     raise ErasedMeanwhile(
                         "long-term write refused: the user was erased meanwhile"
                     ) from exc
-                raise MemoryUnavailable("redis transaction aborted; retrying") from exc
+                raise MemoryUnavailable(
+                    "long-term memory changed meanwhile (or the connection was lost); retrying"
+                ) from exc
 
     @staticmethod
     async def _generation(client: aioredis.Redis | Pipeline, name: str) -> str:
@@ -149,11 +176,17 @@ class RedisLongTermStore:
         return raw.decode() if isinstance(raw, bytes) else NO_ERASURE
 
     async def _items(
-        self, tenant_id: str, user_id: str, kind: str, model: type[Item]
+        self,
+        client: aioredis.Redis | Pipeline,
+        tenant_id: str,
+        user_id: str,
+        kind: str,
+        model: type[Item],
     ) -> list[Item]:
-        raw = await self._hgetall(self._keys.long_term(tenant_id, user_id, kind))
+        raw = await self._hgetall(client, self._keys.long_term(tenant_id, user_id, kind))
         return [model.model_validate_json(value) for _, value in sorted(raw.items())]
 
-    async def _hgetall(self, name: str) -> dict[str, bytes]:
-        raw = cast("dict[bytes, bytes]", await self._redis.hgetall(name))
+    @staticmethod
+    async def _hgetall(client: aioredis.Redis | Pipeline, name: str) -> dict[str, bytes]:
+        raw = cast("dict[bytes, bytes]", await client.hgetall(name))
         return {key.decode(): value for key, value in raw.items()}

@@ -19,6 +19,7 @@ import redis.asyncio as aioredis
 from llm_bot.adapters.redis_erasure import ErasureMarks, generation, mark_changed
 from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys, activity_member
+from llm_bot.adapters.redis_registry import REGISTER_LUA, registered
 from llm_bot.errors import ErasedMeanwhile, MemoryConflict
 from llm_bot.memory.long_term import LongTermBundle
 from llm_bot.memory.messages import ChatMessage
@@ -32,10 +33,10 @@ from llm_bot.memory.working import (
 
 MAX_SEQ_PER_TURN = 1000
 
-# KEYS: wm, meta, trace, processed record, lease, erasure mark. ARGV: expected version,
-# turn, wm json, wm ttl, processed json, dedupe ttl, trace ttl, lease token, erasure
-# generation, then (score, message json) pairs of the raw trace.
-_COMMIT = f"""
+# KEYS: wm, meta, trace, processed record, lease, erasure mark, key registry. ARGV:
+# expected version, turn, wm json, wm ttl, processed json, dedupe ttl, trace ttl, lease
+# token, erasure generation, then (score, message json) pairs of the raw trace.
+_COMMIT = f"""{REGISTER_LUA}
 if {mark_changed(6, 9)} then
   return {{'erased', '0'}}
 end
@@ -51,15 +52,19 @@ if version ~= tonumber(ARGV[1]) then
 end
 redis.call('HSET', KEYS[2], 'turn', ARGV[2], 'version', version + 1)
 redis.call('EXPIRE', KEYS[2], ARGV[7])
+register(KEYS[7], KEYS[2], ARGV[7])
 redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[4])
+register(KEYS[7], KEYS[1], ARGV[4])
 for i = 10, #ARGV, 2 do
   redis.call('ZADD', KEYS[3], ARGV[i], ARGV[i + 1])
 end
 if #ARGV >= 10 then
   redis.call('EXPIRE', KEYS[3], ARGV[7])
+  register(KEYS[7], KEYS[3], ARGV[7])
 end
 if ARGV[5] ~= '' then
   redis.call('SET', KEYS[4], ARGV[5], 'EX', ARGV[6])
+  register(KEYS[7], KEYS[4], ARGV[6])
 end
 return {{'ok', tostring(version + 1)}}
 """
@@ -144,6 +149,7 @@ class RedisMemoryStore:
             self._keys.processed_event(key, event_id) if event_id else self._keys.raw_trace(key),
             self._keys.lease(key),
             self._keys.erasure(key.tenant_id, key.user_id),
+            self._keys.registry(key.tenant_id, key.user_id),
         ]
         status, value = cast("list[bytes]", await self._commit(keys=keys, args=args))
         if status == b"ok":
@@ -163,35 +169,37 @@ class RedisMemoryStore:
 
     async def forget_conversation(self, key: ConversationKey) -> int:
         """Delete one conversation's working memory, meta and raw trace."""
+        names = self._keys.conversation_keys(key)
         async with self._erasing(key.tenant_id, key.user_id):
             await self._redis.zrem(self._keys.activity(), activity_member(key))
-            return int(await self._redis.unlink(*self._keys.conversation_keys(key)))
+            deleted = int(await self._redis.unlink(*names))
+            await self._redis.zrem(self._keys.registry(key.tenant_id, key.user_id), *names)
+            return deleted
 
     async def forget_user(self, tenant_id: str, user_id: str) -> int:
         """Delete every key of one user in one tenant, and nothing else; only the erasure
-        mark stays, for ``ERASURE_GUARD_SECONDS``."""
+        mark stays, for ``ERASURE_GUARD_SECONDS``. Costs O(the user's keys): the fixed
+        names, the registry's names (and the leases and activity entries of the
+        conversations among them), the registry itself."""
         async with self._erasing(tenant_id, user_id):
-            mark = self._keys.erasure(tenant_id, user_id).encode()
-            deleted = 0
-            batch: list[bytes] = []
-            async for name in self._redis.scan_iter(
-                match=self._keys.user_pattern(tenant_id, user_id), count=500
-            ):
-                if name == mark:
-                    continue
-                batch.append(name)
-                if len(batch) >= 500:
-                    deleted += int(await self._redis.unlink(*batch))
-                    batch.clear()
-            if batch:
-                deleted += int(await self._redis.unlink(*batch))
-            members = [
-                member
-                async for member, _ in self._redis.zscan_iter(
-                    self._keys.activity(), match=f"{tenant_id}|{user_id}|*"
-                )
+            registry = self._keys.registry(tenant_id, user_id)
+            names = await registered(self._redis, registry)
+            conversations = {
+                key
+                for key in map(self._keys.parse_conversation_key, names)
+                if key is not None and (key.tenant_id, key.user_id) == (tenant_id, user_id)
+            }
+            doomed = [
+                *self._keys.fixed_user_keys(tenant_id, user_id),
+                *names,
+                *(self._keys.lease(key) for key in conversations),
             ]
-            if members:
+            deleted = 0
+            for start in range(0, len(doomed), 500):
+                deleted += int(await self._redis.unlink(*doomed[start : start + 500]))
+            await self._redis.unlink(registry)
+            if conversations:
+                members = [activity_member(key) for key in conversations]
                 await self._redis.zrem(self._keys.activity(), *members)
             return deleted
 

@@ -13,6 +13,7 @@ from llm_bot.adapters.redis_erasure import generation, mark_changed
 from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys, activity_member, parse_activity_member
 from llm_bot.adapters.redis_memory import MAX_SEQ_PER_TURN
+from llm_bot.adapters.redis_registry import REGISTER_LUA
 from llm_bot.errors import ErasedMeanwhile, MemoryConflict
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.working import ConversationKey, WorkingMemory
@@ -52,12 +53,13 @@ if tonumber(ARGV[3]) > current then
 end
 return 1
 """
-# KEYS: erasure, job marker. ARGV: erasure, ttl seconds.
-_MARK_JOB = f"""
+# KEYS: erasure, job marker, key registry. ARGV: erasure, ttl seconds.
+_MARK_JOB = f"""{REGISTER_LUA}
 if {mark_changed()} then
   return 0
 end
 redis.call('SET', KEYS[2], '1', 'EX', ARGV[2])
+register(KEYS[3], KEYS[2], ARGV[2])
 return 1
 """
 _CLEAR_IF_UNCHANGED = """
@@ -217,6 +219,7 @@ class RedisMemoryProgress:
         keys = [
             self._keys.erasure(tenant_id, user_id),
             self._keys.memory_job(tenant_id, user_id, job_id),
+            self._keys.registry(tenant_id, user_id),
         ]
         marked = await self._mark_job(keys=keys, args=[erasure, self._job_ttl])
         if not marked:

@@ -13,6 +13,7 @@ from opentelemetry.trace import NoOpTracerProvider
 from prometheus_client import CollectorRegistry
 
 from llm_bot.adapters.redis_keys import RedisKeys
+from llm_bot.adapters.redis_registry import backfill
 from llm_bot.bootstrap import (
     embedder,
     long_term_store,
@@ -112,6 +113,16 @@ async def reindex(
     the entries written. Safe beside a running worker: both write under the user's erasure
     generation and neither writes an entry twice."""
     keys = RedisKeys(prefix=settings.redis_key_prefix)
+    client = redis_client(settings)
+    try:
+        users = await _conversations_by_user(client, keys, tenant_id, user_id)
+        for tenant, user in sorted(users):  # memory from before the key registry existed
+            await backfill(client, keys.registry(tenant, user), keys.user_pattern(tenant, user))
+    finally:
+        await client.aclose()
+    if settings.embeddings == "off":
+        progress(f"{len(users)} users' keys registered; retrieval is off: nothing indexed")
+        return 0
     async with _parts(settings) as parts:
         worker_progress = progress_store(settings, parts.client)
         indexer = Indexer(
@@ -122,12 +133,6 @@ async def reindex(
             metrics=parts.metrics,
             clock=utc_now,
         )
-        users: dict[tuple[str, str], list[ConversationKey]] = {}
-        pattern = keys.conversation_meta_pattern(tenant_id, user_id)
-        async for name in parts.client.scan_iter(match=pattern, count=1000):
-            key = keys.parse_conversation_meta(name.decode())
-            if key is not None:
-                users.setdefault((key.tenant_id, key.user_id), []).append(key)
         written = 0
         for (tenant, user), conversations in sorted(users.items()):
             erasure = await worker_progress.erasure(tenant, user)
@@ -141,6 +146,18 @@ async def reindex(
             await indexer.prune_expired(tenant, user)
             progress(f"{tenant}/{user}: {len(conversations)} conversations indexed")
     return written
+
+
+async def _conversations_by_user(
+    client: aioredis.Redis, keys: RedisKeys, tenant_id: str | None, user_id: str | None
+) -> dict[tuple[str, str], list[ConversationKey]]:
+    users: dict[tuple[str, str], list[ConversationKey]] = {}
+    pattern = keys.conversation_meta_pattern(tenant_id, user_id)
+    async for name in client.scan_iter(match=pattern, count=1000):
+        key = keys.parse_conversation_meta(name.decode())
+        if key is not None:
+            users.setdefault((key.tenant_id, key.user_id), []).append(key)
+    return users
 
 
 __all__ = ["reindex", "render_recall", "show_recall"]
