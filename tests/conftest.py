@@ -17,22 +17,22 @@ from tests.support.services import DEFAULT_AMQP_URL, DEFAULT_REDIS_URL, ServiceU
 
 @pytest.fixture(scope="session")
 def service_urls() -> Iterator[ServiceUrls]:
-    """Real RabbitMQ and Redis (configured, else testcontainers); fails loudly, never skips."""
+    """Real RabbitMQ and Redis (configured, else testcontainers); fails loudly, never skips.
+    Requested only by tests that use services, so the unit suite runs without them. At the
+    end, every Redis key the session wrote (under its own prefix) is removed."""
     try:
         with real_services(
             os.environ.get("AMQP_URL", DEFAULT_AMQP_URL),
             os.environ.get("REDIS_URL", DEFAULT_REDIS_URL),
         ) as urls:
             yield urls
+            _remove_test_keys(urls.redis_url)
     except RuntimeError as exc:
         pytest.fail(str(exc), pytrace=False)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _remove_test_keys(service_urls: ServiceUrls) -> Iterator[None]:
-    """Every Redis key the session wrote (under its own prefix) is removed at the end."""
-    yield
-    client = redis.Redis.from_url(service_urls.redis_url)
+def _remove_test_keys(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
     try:
         names = list(client.scan_iter(match=f"{TEST_KEY_PREFIX}*", count=1000))
         for start in range(0, len(names), 500):

@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from typing import assert_never
 
 import structlog
 from aio_pika.abc import (
@@ -28,11 +29,19 @@ from llm_bot.adapters import amqp_text
 from llm_bot.adapters.amqp_text import envelope_fault, undecodable
 from llm_bot.adapters.rabbit_publisher import RabbitPublisher
 from llm_bot.adapters.rabbit_topology import Topology, declare_topology
-from llm_bot.contract import MemoryJobV1
+from llm_bot.contract import CandidateV1, MemoryJobV1
 from llm_bot.entrypoints.startup import DependencyUnavailable, connect_amqp_robust
 from llm_bot.errors import PublishFailed
+from llm_bot.service.broker_actions import (
+    BrokerAction,
+    CopyToDeadLetters,
+    PublishCandidate,
+    PublishError,
+    PublishJob,
+    broker_actions,
+)
 from llm_bot.service.handler import Delivery, DeliveryHandler
-from llm_bot.service.outcomes import DeadLetter, Duplicate, EventIds, Outcome, Replied
+from llm_bot.service.outcomes import DeadLetter, EventIds, Outcome
 from llm_bot.service.retry import RetryPolicy
 from llm_bot.telemetry.metrics import Metrics
 from llm_bot.telemetry.tracing import extract_context, inject_context
@@ -198,14 +207,16 @@ class EventConsumer:
         return attributes
 
     async def _act(self, message: AbstractIncomingMessage, outcome: Outcome) -> None:
-        """Publish what the outcome needs (confirmed, retried briefly), then ack.
+        """Carry out ``broker_actions(outcome)`` (confirmed, retried briefly), then ack.
 
         If a publish keeps failing on a live channel (for example an unroutable candidate),
         the event is dead-lettered with code ``internal``; its memory stays committed, so a
-        replay republishes the same candidate.
+        replay republishes the same candidate. Memory jobs go out only after the rest.
         """
+        actions = broker_actions(outcome)
+        essential = [a for a in actions if not isinstance(a, PublishJob)]
         try:
-            await self._with_publish_retries(lambda: self._publish(message, outcome))
+            await self._with_publish_retries(lambda: self._perform(message, essential))
         except PublishFailed as exc:
             if self._channel_closed():
                 raise
@@ -213,64 +224,68 @@ class EventConsumer:
             failure = DeadLetter(
                 code="internal", message=str(exc), attempts=1, ids=_ids_of(outcome)
             )
-            await self._with_publish_retries(lambda: self._dead_letter(message, failure))
+            await self._with_publish_retries(
+                lambda: self._perform(message, broker_actions(failure))
+            )
+        else:
+            for action in actions:
+                if isinstance(action, PublishJob):
+                    await self._publish_job(action.job)
+            if not essential:
+                log.info("event.acked", outcome=outcome.name)
         await message.ack()
 
-    async def _publish(self, message: AbstractIncomingMessage, outcome: Outcome) -> None:
+    async def _perform(
+        self, message: AbstractIncomingMessage, actions: Sequence[BrokerAction]
+    ) -> None:
         publisher = self._require_publisher()
-        if isinstance(outcome, Replied | Duplicate) and outcome.candidate is not None:
-            routing_key = self._topology.candidate_routing_key
-            with self._tracer.start_as_current_span(
-                f"publish {self._topology.exchange}:{routing_key}",
-                kind=SpanKind.PRODUCER,
-                attributes={
-                    "messaging.system": "rabbitmq",
-                    "messaging.operation.type": "send",
-                    "messaging.operation.name": "publish",
-                    "messaging.destination.name": self._topology.exchange,
-                    "messaging.rabbitmq.destination.routing_key": routing_key,
-                    "messaging.message.id": outcome.candidate.id,
-                    "messaging.message.conversation_id": outcome.candidate.conversation_id,
-                },
-            ):
+        for action in actions:
+            if isinstance(action, PublishCandidate):
+                await self._publish_candidate(publisher, action.candidate)
+            elif isinstance(action, PublishError):
                 headers: dict[str, object] = {}
                 inject_context(headers)
-                await publisher.publish_candidate(outcome.candidate, headers=headers)
-            log.info(
-                "candidate.published",
-                candidate_id=outcome.candidate.id,
-                turn=outcome.candidate.turn,
-                outcome=outcome.name,
-            )
-        elif isinstance(outcome, DeadLetter):
-            await self._dead_letter(message, outcome)
-        else:
-            log.info("event.acked", outcome=outcome.name)
-        job = getattr(outcome, "job", None)
-        if job is not None:
-            await self._publish_job(publisher, job)
+                await publisher.publish_error(action.error, headers=headers)
+            elif isinstance(action, CopyToDeadLetters):
+                await publisher.dead_letter(
+                    message, code=action.code, reason=action.reason, attempts=action.attempts
+                )
+                log.warning("event.dead_lettered", code=action.code, attempts=action.attempts)
+            elif isinstance(action, PublishJob):
+                await self._publish_job(action.job)
+            else:
+                assert_never(action)
 
-    async def _publish_job(self, publisher: RabbitPublisher, job: MemoryJobV1) -> None:
+    async def _publish_candidate(self, publisher: RabbitPublisher, candidate: CandidateV1) -> None:
+        routing_key = self._topology.candidate_routing_key
+        with self._tracer.start_as_current_span(
+            f"publish {self._topology.exchange}:{routing_key}",
+            kind=SpanKind.PRODUCER,
+            attributes={
+                "messaging.system": "rabbitmq",
+                "messaging.operation.type": "send",
+                "messaging.operation.name": "publish",
+                "messaging.destination.name": self._topology.exchange,
+                "messaging.rabbitmq.destination.routing_key": routing_key,
+                "messaging.message.id": candidate.id,
+                "messaging.message.conversation_id": candidate.conversation_id,
+            },
+        ):
+            headers: dict[str, object] = {}
+            inject_context(headers)
+            await publisher.publish_candidate(candidate, headers=headers)
+        log.info("candidate.published", candidate_id=candidate.id, turn=candidate.turn)
+
+    async def _publish_job(self, job: MemoryJobV1) -> None:
         """Memory jobs are hints (the worker reads the truth from Redis): a job that cannot
         be published is logged, not allowed to fail an event whose reply already went out."""
+        publisher = self._require_publisher()
         try:
             await self._with_publish_retries(lambda: publisher.publish_memory_job(job))
         except PublishFailed as exc:
             if self._channel_closed():
                 raise
             log.warning("memory_job.not_published", job_id=job.id, error=str(exc))
-
-    async def _dead_letter(self, message: AbstractIncomingMessage, outcome: DeadLetter) -> None:
-        publisher = self._require_publisher()
-        error = outcome.error_event()
-        if error is not None:
-            headers: dict[str, object] = {}
-            inject_context(headers)
-            await publisher.publish_error(error, headers=headers)
-        await publisher.dead_letter(
-            message, code=outcome.code, reason=outcome.message, attempts=outcome.attempts
-        )
-        log.warning("event.dead_lettered", code=outcome.code, attempts=outcome.attempts)
 
     async def _with_publish_retries(self, action: Callable[[], Awaitable[None]]) -> None:
         attempt = 1

@@ -8,9 +8,9 @@ if a lease expired.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, get_args
 
 import structlog
 
@@ -21,6 +21,13 @@ from llm_bot.graph.builder import CompiledGraph
 from llm_bot.graph.state import ChatEvent, GraphContext
 from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import ConversationLease
+from llm_bot.service.commands import (
+    Command,
+    EndConversation,
+    ForgetMemory,
+    command_for,
+    missing,
+)
 from llm_bot.service.conversation_locks import ConversationLocks
 from llm_bot.service.erasure import Eraser
 from llm_bot.service.outcomes import (
@@ -86,6 +93,14 @@ class EventHandler:
         self._max_body_bytes = max_body_bytes
         self._log_content = log_content
         self._locks = ConversationLocks()
+        self._handlers: dict[type, Callable[[Command], Awaitable[Outcome]]] = {
+            ChatEvent: self._chat,
+            ForgetMemory: self._forget,
+            EndConversation: self._end,
+        }
+        unhandled = missing(self._handlers, get_args(Command))
+        if unhandled:
+            raise TypeError(f"commands without a handler: {', '.join(unhandled)}")
 
     async def handle(self, delivery: Delivery) -> Outcome:
         """Never raises (but for cancellation): every failure becomes a ``DeadLetter``."""
@@ -123,7 +138,7 @@ class EventHandler:
         key = ConversationKey(event.tenant_id, event.user_id, event.conversation_id)
         async with self._locks.hold(key):
             result = await with_retries(
-                lambda: self._dispatch(event, key),
+                lambda: self._dispatch(event),
                 policy=self._retry,
                 attempt=attempt,
                 on_retry=self._on_retry,
@@ -142,24 +157,24 @@ class EventHandler:
         )
         self._metrics.retried()
 
-    async def _dispatch(self, event: InternalEventV2, key: ConversationKey) -> Outcome:
-        if event.type == "memory.forget":
-            deleted = await self._eraser.forget(
-                event.tenant_id, event.user_id, event.conversation_id
-            )
-            return Recorded(f"erased {deleted} keys")
-        if event.type == "conversation.end":
-            return Recorded("finalization queued", job=finalize_job(event))
-        command = ChatEvent(
-            event_id=event.id,
-            type=event.type,
-            key=key,
-            created_at=event.created_at,
-            text=event.prompt_text(),
-            lang=next((a.lang for a in event.annotations if a.kind == "prompt" and a.lang), None),
-            tool=event.tool,
-            transcript=tuple(event.transcript or ()),
+    async def _dispatch(self, event: InternalEventV2) -> Outcome:
+        command = command_for(event)
+        handler = self._handlers[type(command)]
+        return await handler(command)
+
+    async def _forget(self, command: Command) -> Outcome:
+        assert isinstance(command, ForgetMemory)  # noqa: S101  # the table routes by type
+        deleted = await self._eraser.forget(
+            command.tenant_id, command.user_id, command.conversation_id
         )
+        return Recorded(f"erased {deleted} keys")
+
+    async def _end(self, command: Command) -> Outcome:
+        assert isinstance(command, EndConversation)  # noqa: S101  # the table routes by type
+        return Recorded("finalization queued", job=finalize_job(command.event))
+
+    async def _chat(self, command: Command) -> Outcome:
+        assert isinstance(command, ChatEvent)  # noqa: S101  # the table routes by type
         text_fields = {"text": command.text} if self._log_content else {}
         log.info("event.received", prompt_chars=len(command.text), **text_fields)
         return await self._run_graph(command)

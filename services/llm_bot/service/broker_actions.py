@@ -1,0 +1,73 @@
+"""What the broker must be told for each outcome: a pure mapping, no I/O.
+
+The consumer executes the actions in order and acks last. Publishing the candidate (or the
+ErrorV1 and the dead-letter copy) comes first; the memory job is a hint whose loss is
+logged, never allowed to fail an event whose reply went out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import assert_never
+
+from llm_bot.contract import CandidateV1, ErrorV1, MemoryJobV1
+from llm_bot.service.outcomes import (
+    DeadLetter,
+    Duplicate,
+    Outcome,
+    Recorded,
+    Replied,
+    Skipped,
+)
+
+
+@dataclass(frozen=True)
+class PublishCandidate:
+    candidate: CandidateV1
+
+
+@dataclass(frozen=True)
+class PublishError:
+    error: ErrorV1
+
+
+@dataclass(frozen=True)
+class CopyToDeadLetters:
+    """The original message, unchanged, to the DLX with ``x-error-*`` headers."""
+
+    code: str
+    reason: str
+    attempts: int
+
+
+@dataclass(frozen=True)
+class PublishJob:
+    """Best effort: a job that cannot be published is logged (the sweep recovers it)."""
+
+    job: MemoryJobV1
+
+
+BrokerAction = PublishCandidate | PublishError | CopyToDeadLetters | PublishJob
+
+
+def broker_actions(outcome: Outcome) -> list[BrokerAction]:
+    """The publishes an outcome needs, in order; the delivery is acked after them."""
+    actions: list[BrokerAction] = []
+    if isinstance(outcome, Replied):
+        actions.append(PublishCandidate(outcome.candidate))
+    elif isinstance(outcome, Duplicate):
+        if outcome.candidate is not None:  # republished verbatim: same id, same text
+            actions.append(PublishCandidate(outcome.candidate))
+    elif isinstance(outcome, DeadLetter):
+        error = outcome.error_event()
+        if error is not None:
+            actions.append(PublishError(error))
+        actions.append(CopyToDeadLetters(outcome.code, outcome.message, outcome.attempts))
+    elif isinstance(outcome, Recorded | Skipped):
+        pass
+    else:
+        assert_never(outcome)
+    job = getattr(outcome, "job", None)
+    if job is not None:
+        actions.append(PublishJob(job))
+    return actions

@@ -1,0 +1,64 @@
+"""Every event type has a command, every command a handler: checked, not hoped."""
+
+from __future__ import annotations
+
+from typing import get_args
+
+import pytest
+
+from llm_bot.contract import InternalEventV2
+from llm_bot.contract.messages import EventType
+from llm_bot.graph.state import ChatEvent
+from llm_bot.memory.working import ConversationKey
+from llm_bot.service.commands import (
+    COMMAND_FOR,
+    Command,
+    EndConversation,
+    ForgetMemory,
+    command_for,
+    missing,
+)
+from tests.support.events import message_event
+
+
+def _event(event_type: str, **extra: object) -> InternalEventV2:
+    conversation = "*" if event_type == "memory.forget" else "c1"
+    body = message_event(
+        tenant="t", user="u", conversation=conversation, text="hi", event_type=event_type, **extra
+    )
+    return InternalEventV2.model_validate(body)
+
+
+def test_every_event_type_has_a_command() -> None:
+    assert set(COMMAND_FOR) == set(get_args(EventType))
+
+
+def test_missing_names_what_a_table_lacks() -> None:
+    assert missing({ChatEvent: 1}, get_args(Command)) == ["ForgetMemory", "EndConversation"]
+    assert missing(COMMAND_FOR, ("message", "flow.step")) == ["flow.step"]
+
+
+def test_a_message_becomes_a_chat_event_with_its_prompt_and_key() -> None:
+    command = command_for(_event("message"))
+    assert isinstance(command, ChatEvent)
+    assert (command.type, command.text, command.key) == (
+        "message",
+        "hi",
+        ConversationKey("t", "u", "c1"),
+    )
+
+
+def test_forget_and_end_become_their_own_commands() -> None:
+    forget = command_for(_event("memory.forget"))
+    assert forget == ForgetMemory("t", "u", "*")
+    end = command_for(_event("conversation.end"))
+    assert isinstance(end, EndConversation)
+    assert end.event.type == "conversation.end"
+
+
+@pytest.mark.parametrize("event_type", ["tool.call", "tool.result"])
+def test_tool_events_run_the_graph(event_type: str) -> None:
+    tool = {"tool_call_id": "call_1", "name": "lookup", "content": "ok"}
+    command = command_for(_event(event_type, tool=tool))
+    assert isinstance(command, ChatEvent)
+    assert command.tool is not None
