@@ -5,7 +5,7 @@ Adapters implement them by technology (``OpenAIChatModel``, ``RedisMemoryStore``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -14,8 +14,21 @@ import numpy as np
 import numpy.typing as npt
 
 from llm_bot.memory.hybrid_search import SearchQuery, Vector
+from llm_bot.memory.long_term import (
+    EpisodicSummary,
+    NotableEvent,
+    ProfileAttribute,
+    SemanticFact,
+)
+from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.recall_items import IndexEntry, SearchHit
-from llm_bot.memory.working import ConversationKey, MemoryCommit, Recalled
+from llm_bot.memory.working import (
+    ConversationKey,
+    ConversationProgress,
+    MemoryCommit,
+    Recalled,
+    WorkingMemory,
+)
 
 PromptMessage = dict[str, Any]
 """A Chat Completions message (``{"role": ..., "content": ...}``)."""
@@ -150,4 +163,84 @@ class RecallIndex(Protocol):
 
     async def aclose(self) -> None:
         """Release what the index holds of its own (a client; not a shared one)."""
+        ...
+
+
+class MemoryProgress(Protocol):
+    """The memory worker's view of a conversation: its progress marks, raw trace and
+    activity, and the user's erasure generation. Every write takes the generation read
+    before the job read any memory and is refused (``ErasedMeanwhile``) if it changed;
+    storage failures are ``MemoryUnavailable`` (retryable)."""
+
+    async def erasure(self, tenant_id: str, user_id: str) -> str:
+        """The user's erasure generation; ``ErasedMeanwhile`` while an erasure runs."""
+        ...
+
+    async def exists(self, key: ConversationKey) -> bool: ...
+
+    async def load(self, key: ConversationKey) -> ConversationProgress: ...
+
+    async def trace_turns(
+        self, key: ConversationKey, first: int, last: int
+    ) -> list[ChatMessage]: ...
+
+    async def trace_exists(self, keys: list[ConversationKey]) -> list[bool]: ...
+
+    async def commit_compaction(
+        self,
+        key: ConversationKey,
+        *,
+        erasure: str,
+        lease_token: str,
+        expected_compacted_through: int,
+        compacted_through: int,
+        memory: WorkingMemory | None,
+    ) -> None:
+        """``MemoryConflict`` if someone compacted meanwhile or the lease is not ours."""
+        ...
+
+    async def mark_classified(self, key: ConversationKey, turn: int, *, erasure: str) -> None: ...
+
+    async def mark_indexed(self, key: ConversationKey, turn: int, *, erasure: str) -> None: ...
+
+    async def touch(self, key: ConversationKey, at: float) -> None: ...
+
+    async def idle(
+        self, before: float, limit: int = 100
+    ) -> list[tuple[ConversationKey, float]]: ...
+
+    async def clear_activity(self, key: ConversationKey, seen_score: float) -> bool: ...
+
+    async def forget_activity(self, key: ConversationKey) -> None: ...
+
+    async def job_done(self, tenant_id: str, user_id: str, job_id: str) -> bool: ...
+
+    async def mark_job_done(
+        self, tenant_id: str, user_id: str, job_id: str, *, erasure: str
+    ) -> None: ...
+
+
+class LongTermStore(Protocol):
+    """One user's long-term memory: profile, facts, episodes, notable events."""
+
+    async def profile(self, tenant_id: str, user_id: str) -> dict[str, ProfileAttribute]: ...
+
+    async def facts(self, tenant_id: str, user_id: str) -> list[SemanticFact]: ...
+
+    async def episodes(self, tenant_id: str, user_id: str) -> list[EpisodicSummary]: ...
+
+    async def events(self, tenant_id: str, user_id: str) -> list[NotableEvent]: ...
+
+    async def write(
+        self,
+        tenant_id: str,
+        user_id: str,
+        *,
+        erasure: str,
+        profile: Iterable[ProfileAttribute] = (),
+        facts: Iterable[SemanticFact] = (),
+        episodes: Iterable[EpisodicSummary] = (),
+        events: Iterable[NotableEvent] = (),
+    ) -> int:
+        """Upsert by id, apply retention, rebuild the bundle; refused if erased meanwhile."""
         ...

@@ -62,7 +62,6 @@ import redis.asyncio as aioredis
 from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletionMessageParam
 
-from llm_bot.adapters.redis_progress import ConversationProgress
 from llm_bot.bootstrap import Worker
 from llm_bot.fake_model import FakeModelServer, RecordedRequest
 from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
@@ -70,7 +69,7 @@ from llm_bot.logs import configure_logging
 from llm_bot.memory.classification import classification_json_schema
 from llm_bot.memory.compaction import SUMMARY_MAX_CHARS, summarizer_json_schema
 from llm_bot.memory.tokens import TiktokenCounter
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.working import ConversationKey, ConversationProgress
 from tests.support.events import message_event, new_id
 from tests.support.harness import (
     TEST_KEY_PREFIX,

@@ -4,7 +4,6 @@ and done-markers of jobs."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import cast
 
 import redis.asyncio as aioredis
@@ -16,7 +15,7 @@ from llm_bot.adapters.redis_memory import MAX_SEQ_PER_TURN
 from llm_bot.adapters.redis_registry import REGISTER_LUA
 from llm_bot.errors import ErasedMeanwhile, MemoryConflict
 from llm_bot.memory.messages import ChatMessage
-from llm_bot.memory.working import ConversationKey, WorkingMemory
+from llm_bot.memory.working import ConversationKey, ConversationProgress, WorkingMemory
 
 # Every worker write checks the user's erasure generation against the one the job read
 # first (KEYS[1] the mark, ARGV[1] the generation; see redis_erasure.py).
@@ -69,15 +68,6 @@ if score and tonumber(score) <= tonumber(ARGV[2]) then
 end
 return 0
 """
-
-
-@dataclass(frozen=True)
-class ConversationProgress:
-    memory: WorkingMemory | None
-    last_turn: int
-    compacted_through: int
-    classified_through: int
-    indexed_through: int = 0
 
 
 @redis_failures_retryable

@@ -78,3 +78,14 @@ class MemoryCommit:
     lease_token: str | None = None
     erasure: str = ""
     """The erasure generation ``recall`` read: the commit is refused if it changed."""
+
+
+@dataclass(frozen=True)
+class ConversationProgress:
+    """What the memory worker has done for a conversation (its meta) and its working memory."""
+
+    memory: WorkingMemory | None
+    last_turn: int
+    compacted_through: int
+    classified_through: int
+    indexed_through: int = 0

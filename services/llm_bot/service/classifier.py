@@ -8,8 +8,6 @@ from datetime import datetime
 
 import structlog
 
-from llm_bot.adapters.redis_ltm import RedisLongTermStore
-from llm_bot.adapters.redis_progress import RedisMemoryProgress
 from llm_bot.errors import LlmBotError
 from llm_bot.memory.classification import (
     Classification,
@@ -20,7 +18,7 @@ from llm_bot.memory.classification import (
 from llm_bot.memory.long_term import NotableEvent, stable_id
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.working import ConversationKey
-from llm_bot.ports import StructuredModel
+from llm_bot.ports import LongTermStore, MemoryProgress, StructuredModel
 from llm_bot.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
@@ -41,8 +39,8 @@ class MessageClassifier:
     def __init__(
         self,
         *,
-        progress: RedisMemoryProgress,
-        ltm: RedisLongTermStore,
+        progress: MemoryProgress,
+        ltm: LongTermStore,
         model: StructuredModel,
         threshold: float,
         metrics: Metrics,

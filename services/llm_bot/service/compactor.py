@@ -14,8 +14,6 @@ from datetime import datetime
 
 import structlog
 
-from llm_bot.adapters.redis_ltm import RedisLongTermStore
-from llm_bot.adapters.redis_progress import RedisMemoryProgress
 from llm_bot.errors import MemoryConflict, RetryableError
 from llm_bot.memory.compaction import (
     MAX_TURNS_PER_BATCH,
@@ -36,7 +34,7 @@ from llm_bot.memory.long_term import (
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.retention import remember_fact
 from llm_bot.memory.working import ConversationKey, WorkingMemory
-from llm_bot.ports import ConversationLease, StructuredModel
+from llm_bot.ports import ConversationLease, LongTermStore, MemoryProgress, StructuredModel
 from llm_bot.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
@@ -57,8 +55,8 @@ class Compactor:
     def __init__(
         self,
         *,
-        progress: RedisMemoryProgress,
-        ltm: RedisLongTermStore,
+        progress: MemoryProgress,
+        ltm: LongTermStore,
         lease: ConversationLease,
         model: StructuredModel,
         metrics: Metrics,

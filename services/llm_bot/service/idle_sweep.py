@@ -11,10 +11,9 @@ from datetime import UTC, datetime
 
 import structlog
 
-from llm_bot.adapters.redis_keys import activity_member
-from llm_bot.adapters.redis_progress import RedisMemoryProgress
 from llm_bot.contract import MemoryJobV1
 from llm_bot.errors import LlmBotError
+from llm_bot.ports import MemoryProgress
 
 log = structlog.get_logger(__name__)
 
@@ -22,14 +21,15 @@ PublishJob = Callable[[MemoryJobV1], Awaitable[None]]
 
 
 async def sweep_once(
-    *, progress: RedisMemoryProgress, publish: PublishJob, idle_seconds: float, now: float
+    *, progress: MemoryProgress, publish: PublishJob, idle_seconds: float, now: float
 ) -> int:
     """Queue a finalize job for every conversation idle past ``idle_seconds``; returns how
     many. The job is published (confirmed) before the conversation leaves the activity set,
     so a crash in between only repeats a job, which the worker deduplicates by id."""
     queued = 0
     for key, seen in await progress.idle(before=now - idle_seconds):
-        digest = hashlib.sha256(f"{activity_member(key)}|{seen}".encode()).hexdigest()[:24]
+        member = f"{key.tenant_id}|{key.user_id}|{key.conversation_id}"  # as in the activity set
+        digest = hashlib.sha256(f"{member}|{seen}".encode()).hexdigest()[:24]
         await publish(
             MemoryJobV1(
                 id=f"idle_{digest}",
@@ -50,7 +50,7 @@ async def sweep_once(
 
 async def sweep_forever(
     *,
-    progress: RedisMemoryProgress,
+    progress: MemoryProgress,
     publish: PublishJob,
     idle_seconds: float,
     interval_seconds: float,

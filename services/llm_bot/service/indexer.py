@@ -18,8 +18,6 @@ from datetime import datetime
 
 import structlog
 
-from llm_bot.adapters.redis_ltm import RedisLongTermStore
-from llm_bot.adapters.redis_progress import RedisMemoryProgress
 from llm_bot.errors import IndexModelMismatch
 from llm_bot.memory.recall_items import (
     LONG_TERM_PREFIX,
@@ -31,7 +29,7 @@ from llm_bot.memory.recall_items import (
     long_term_entry,
 )
 from llm_bot.memory.working import ConversationKey
-from llm_bot.ports import Embedder, RecallIndex
+from llm_bot.ports import Embedder, LongTermStore, MemoryProgress, RecallIndex
 from llm_bot.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
@@ -46,8 +44,8 @@ class Indexer:
     def __init__(
         self,
         *,
-        progress: RedisMemoryProgress,
-        ltm: RedisLongTermStore,
+        progress: MemoryProgress,
+        ltm: LongTermStore,
         index: RecallIndex,
         embedder: Embedder,
         metrics: Metrics,

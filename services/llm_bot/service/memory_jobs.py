@@ -14,10 +14,10 @@ from datetime import datetime
 import structlog
 from pydantic import ValidationError
 
-from llm_bot.adapters.redis_progress import RedisMemoryProgress
 from llm_bot.contract import MemoryJobV1
 from llm_bot.errors import ErasedMeanwhile, InvalidEvent, RetryableError
 from llm_bot.memory.working import ConversationKey
+from llm_bot.ports import MemoryProgress
 from llm_bot.service.classifier import MessageClassifier
 from llm_bot.service.compactor import Compactor
 from llm_bot.service.conversation_locks import ConversationLocks
@@ -36,7 +36,7 @@ class MemoryJobHandler:
     def __init__(
         self,
         *,
-        progress: RedisMemoryProgress,
+        progress: MemoryProgress,
         classifier: MessageClassifier,
         compactor: Compactor,
         indexer: Indexer | None,
