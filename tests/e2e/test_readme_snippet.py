@@ -39,12 +39,13 @@ def _program(settings: Settings) -> str:
         '"internal.llmbot.v1"': repr(settings.ingress_routing_key),
         '"internal.candidate.v1"': repr(settings.candidate_routing_key),
         '"internal.llmbot.error.v1"': repr(settings.error_routing_key),
-        'declare_exchange("internal"': f"declare_exchange({settings.ingress_exchange!r}",
     }
     for old, new in swaps.items():
         assert program.count(old) == 1, f"README program: expected {old} once"
         program = program.replace(old, new)
-    return program
+    exchange = r'declare_exchange\(\s*"internal"'
+    assert len(re.findall(exchange, program)) == 1, "README program: expected the exchange once"
+    return re.sub(exchange, f"declare_exchange({settings.ingress_exchange!r}", program)
 
 
 async def _run(path: Path, text: str) -> tuple[int, str, str]:
