@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -76,7 +77,11 @@ malformed = st.one_of(
 
 
 @given(body=malformed)
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("LLMBOT_FUZZ_EXAMPLES", "300")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 def test_parse_event_rejects_malformed_bodies_with_a_clear_error(body: bytes) -> None:
     """Every malformed body raises InvalidEvent (never anything else) with a message."""
     try:

@@ -4,6 +4,7 @@ decodes exactly as before, undecodable parts round-trip byte for byte and are na
 from __future__ import annotations
 
 import datetime
+import os
 
 import pytest
 from hypothesis import given, settings
@@ -14,6 +15,9 @@ from llm_bot.adapters import amqp_text
 from llm_bot.adapters.amqp_text import UnrepresentableTimestamp, envelope_fault, header_text
 
 amqp_text.install()
+
+FUZZ_EXAMPLES = int(os.environ.get("LLMBOT_FUZZ_EXAMPLES", "300"))
+"""``tests/bench/fuzz_envelopes.py`` sets it for a longer run."""
 
 short_bytes = st.binary(max_size=255)
 raw_timestamps = st.integers(min_value=0, max_value=2**32 - 1) | st.integers(
@@ -77,7 +81,7 @@ def _timestamps(value: object) -> object:
     headers=st.dictionaries(short_bytes.map(_wire), header_values, max_size=4),
     timestamp=raw_timestamps,
 )
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None)
 def test_any_content_header_decodes_and_encodes_back_to_its_bytes(
     texts: dict[str, bytes], headers: dict[str, object], timestamp: int
 ) -> None:
@@ -96,6 +100,7 @@ def test_any_content_header_decodes_and_encodes_back_to_its_bytes(
 
 
 @given(text=st.text(max_size=60))
+@settings(max_examples=FUZZ_EXAMPLES)
 def test_valid_text_decodes_as_pamqp_decodes_it(text: str) -> None:
     raw = bytes([len(text.encode())]) + text.encode()
     if len(text.encode()) <= 255:
