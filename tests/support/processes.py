@@ -58,6 +58,12 @@ class ConsumerProcess:
         )
         log.close()
 
+    async def wait_readyz(self, status: int, within: float = 15.0) -> None:
+        """Poll ``/readyz`` until it answers ``status`` (TimeoutError after ``within``)."""
+        async with asyncio.timeout(within):
+            while await self.readyz() != status:
+                await asyncio.sleep(0.1)
+
     async def readyz(self) -> int:
         try:
             async with (
