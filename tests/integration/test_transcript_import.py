@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from llm_bot.bootstrap import Service
 from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.memory.working import ConversationKey
@@ -38,12 +39,20 @@ def transcript_event(key: ConversationKey, messages: list[dict[str, Any]]) -> di
     )
 
 
-async def acked(client: Integrator) -> None:
-    """Wait until the ingress queue is drained (the import was processed and acked)."""
+async def acked(client: Integrator, service: Service, events: int = 1) -> None:
+    """Wait until ``events`` deliveries were processed to an outcome and acked (the event
+    counter is incremented after the ack) and none is left in the queue."""
+    registry = service.metrics.registry
+
+    def processed() -> float:
+        return sum(
+            registry.get_sample_value("llmbot_events_total", {"outcome": outcome}) or 0.0
+            for outcome in ("ok", "skip", "duplicate", "dead_lettered")
+        )
+
     async with asyncio.timeout(15):
-        while await client.ingress_depth():
-            await asyncio.sleep(0.05)
-    await asyncio.sleep(0.3)
+        while processed() < events or await client.ingress_depth():
+            await asyncio.sleep(0.02)
 
 
 async def test_import_then_a_live_message_sees_the_imported_turns(
@@ -55,7 +64,7 @@ async def test_import_then_a_live_message_sees_the_imported_turns(
     key = ConversationKey("tti", new_id("u"), new_id("c"))
     async with bot(make_settings()) as (service, client):
         await client.publish(transcript_event(key, HISTORY))
-        await acked(client)
+        await acked(client, service)
         assert fake_model.chat_requests() == []
         assert client.candidates.empty()
         trace = await service.store.raw_trace(key)
@@ -92,7 +101,7 @@ async def test_a_redelivered_import_records_nothing_twice(
     async with bot(make_settings()) as (service, client):
         await client.publish(event)
         await client.publish(event)
-        await acked(client)
+        await acked(client, service, events=2)
         trace = await service.store.raw_trace(key)
     assert len(trace) == len(HISTORY)
 
@@ -119,9 +128,9 @@ async def test_the_import_reaches_the_memory_worker(
     """One memory job: the worker classifies and indexes the imported messages."""
     key = ConversationKey("ttw", new_id("u"), new_id("c"))
     settings = make_settings(retry_base_seconds=0.05)
-    async with bot(settings) as (_service, client), running_worker(settings) as worker:
+    async with bot(settings) as (service, client), running_worker(settings) as worker:
         await client.publish(transcript_event(key, HISTORY))
-        await acked(client)
+        await acked(client, service)
         await settled(client)
         progress = await worker.progress.load(key)
         entries = await worker.base.index.digests(key.tenant_id, key.user_id, "m|")
