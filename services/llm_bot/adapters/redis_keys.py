@@ -148,16 +148,8 @@ class RedisKeys:
 
     def parse_conversation_meta(self, name: str) -> ConversationKey | None:
         """The conversation of a meta key built here (None for any other name)."""
-        head = f"{self.prefix}:{{"
-        if not name.startswith(head) or "}:meta:" not in name:
-            return None
-        scope, conversation = name[len(head) :].split("}:meta:", 1)
-        tenant, _, user = scope.partition("|")
-        key = ConversationKey(tenant, user, conversation)
-        try:
-            return key if self.conversation_meta(key) == name else None
-        except ValueError:
-            return None
+        key = self.parse_conversation_key(name)
+        return key if key is not None and self.conversation_meta(key) == name else None
 
     def user_pattern(self, tenant_id: str, user_id: str) -> str:
         """SCAN pattern matching every key of one user in one tenant, and nothing else."""

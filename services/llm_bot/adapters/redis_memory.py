@@ -184,11 +184,8 @@ class RedisMemoryStore:
         async with self._erasing(tenant_id, user_id):
             registry = self._keys.registry(tenant_id, user_id)
             names = await registered(self._redis, registry)
-            conversations = {
-                key
-                for key in map(self._keys.parse_conversation_key, names)
-                if key is not None and (key.tenant_id, key.user_id) == (tenant_id, user_id)
-            }
+            parsed = map(self._keys.parse_conversation_key, names)
+            conversations = {key for key in parsed if key is not None}
             doomed = [
                 *self._keys.fixed_user_keys(tenant_id, user_id),
                 *names,

@@ -215,6 +215,7 @@ class EventConsumer:
         """
         actions = broker_actions(outcome)
         essential = [a for a in actions if not isinstance(a, PublishJob)]
+        jobs = [a for a in actions if isinstance(a, PublishJob)]
         try:
             await self._with_publish_retries(lambda: self._perform(message, essential))
         except PublishFailed as exc:
@@ -228,9 +229,7 @@ class EventConsumer:
                 lambda: self._perform(message, broker_actions(failure))
             )
         else:
-            for action in actions:
-                if isinstance(action, PublishJob):
-                    await self._publish_job(action.job)
+            await self._perform(message, jobs)
             if not essential:
                 log.info("event.acked", outcome=outcome.name)
         await message.ack()
