@@ -99,8 +99,12 @@ async def test_reindex_registers_memory_recorded_before_the_registry(
         )
         await memory_cli.forget_memory(settings, "told", registered, "*")
         left = await _names(redis, keys.user_pattern("told", registered))
+        legacy_registry = await redis.zrange(keys.registry("told", legacy), 0, -1)
     finally:
         await redis.aclose()
     assert len(missed) > 1  # the erasure mark and keys it could not know of
     assert lines == ["2 users' keys registered; retrieval is off: nothing indexed"]
     assert left == {keys.erasure("told", registered)}
+    # the erasure mark (left by the first forget) is never registered: erasure keeps it
+    assert keys.erasure("told", legacy).encode() not in legacy_registry
+    assert len(legacy_registry) == len(missed) - 1

@@ -15,6 +15,7 @@ Memory recorded before the registry existed is registered by ``llm-bot memory re
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from typing import cast
 
 import redis.asyncio as aioredis
@@ -38,14 +39,17 @@ async def registered(client: aioredis.Redis, registry: str) -> list[str]:
     return [name.decode() for name in names]
 
 
-async def backfill(client: aioredis.Redis, registry: str, pattern: str) -> int:
-    """Register the keys matching ``pattern`` (one user's) that carry a TTL; returns how
-    many. For memory written before the registry existed."""
+async def backfill(
+    client: aioredis.Redis, registry: str, pattern: str, *, fixed: Collection[str]
+) -> int:
+    """Register the keys matching ``pattern`` (one user's) but the ``fixed`` names (which
+    erasure knows, or keeps: the erasure mark); returns how many were added. For memory
+    written before the registry existed."""
     now = int(time.time())
     added = 0
     async for raw in client.scan_iter(match=pattern, count=500):
         name = raw.decode() if isinstance(raw, bytes) else str(raw)
-        if name == registry:
+        if name == registry or name in fixed:
             continue
         ttl = int(await client.ttl(name))
         score = now + ttl if ttl > 0 else now + 10 * 365 * 86400  # no TTL: keep it listed

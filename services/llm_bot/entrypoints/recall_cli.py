@@ -117,7 +117,9 @@ async def reindex(
     try:
         users = await _conversations_by_user(client, keys, tenant_id, user_id)
         for tenant, user in sorted(users):  # memory from before the key registry existed
-            await backfill(client, keys.registry(tenant, user), keys.user_pattern(tenant, user))
+            fixed = {*keys.fixed_user_keys(tenant, user), keys.erasure(tenant, user)}
+            pattern = keys.user_pattern(tenant, user)
+            await backfill(client, keys.registry(tenant, user), pattern, fixed=fixed)
     finally:
         await client.aclose()
     if settings.embeddings == "off":
