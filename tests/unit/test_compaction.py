@@ -22,6 +22,8 @@ from llm_bot.memory.compaction import (
     summarizer_messages,
     turns_to_compact,
 )
+from llm_bot.memory.fact_updates import FactDecision
+from llm_bot.memory.long_term import SemanticFact
 from llm_bot.memory.messages import ChatMessage, ToolCall
 from llm_bot.memory.working import WorkingMemory
 
@@ -295,12 +297,50 @@ def test_render_turns_shows_tool_calls_and_results() -> None:
     ]
 
 
-def test_summarizer_messages_carry_the_turns_as_data() -> None:
-    """The system prompt instructs; the user message is JSON with the summary and turns."""
-    prompt = summarizer_messages("earlier: สวัสดี", plain_turn(1))
+def test_summarizer_messages_carry_the_turns_and_stored_facts_as_data() -> None:
+    """The system prompt instructs; the user message is JSON with the summary, the stored
+    facts (id and text only) and the turns."""
+    stored = SemanticFact(
+        id="fact_1",
+        fact="The user is vegetarian.",
+        confidence=0.9,
+        salience=0.5,
+        created_at="2025-01-01T00:00:00+00:00",
+        updated_at="2025-01-01T00:00:00+00:00",
+    )
+    prompt = summarizer_messages("earlier: สวัสดี", plain_turn(1), [stored])
     assert [m["role"] for m in prompt] == ["system", "user"]
     data = json.loads(str(prompt[1]["content"]))
-    assert data == {"rolling_summary": "earlier: สวัสดี", "turns": render_turns(plain_turn(1))}
+    assert data == {
+        "rolling_summary": "earlier: สวัสดี",
+        "stored_facts": [{"id": "fact_1", "fact": "The user is vegetarian."}],
+        "turns": render_turns(plain_turn(1)),
+    }
+    assert (
+        json.loads(str(summarizer_messages("", plain_turn(1))[1]["content"]))["stored_facts"] == []
+    )
+
+
+def test_a_summarizer_that_omits_action_and_target_adds_its_facts() -> None:
+    """Output of a summarizer that predates (or ignores) ``action``/``target`` still parses:
+    each fact is an ``add`` for the deterministic dedupe to check."""
+    output = parse_summarizer_output(
+        json.dumps({**GOOD_OUTPUT, "facts": [{"fact": "x", "tags": ["A"], "confidence": 0.5}]})
+    )
+    assert output is not None
+    assert output.facts[0].decision() == FactDecision("x", ("a",), 0.5, "add", None)
+
+
+def test_a_summarizer_update_names_its_target() -> None:
+    """``update`` with a target id becomes a decision naming it; an empty target is none."""
+    fact = {"fact": "x", "tags": [], "confidence": 1.0, "action": "update", "target": "fact_1"}
+    output = parse_summarizer_output(
+        json.dumps({**GOOD_OUTPUT, "facts": [fact, {**fact, "target": ""}]})
+    )
+    assert output is not None
+    assert [f.decision().target for f in output.facts] == ["fact_1", None]
+    bad = {**fact, "action": "replace"}
+    assert parse_summarizer_output(json.dumps({**GOOD_OUTPUT, "facts": [bad]})) is None
 
 
 # --- properties -------------------------------------------------------------------------

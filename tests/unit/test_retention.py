@@ -8,6 +8,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from llm_bot.memory.fact_updates import (
+    RESTATEMENT_SIMILARITY,
+    FactDecision,
+    apply_fact,
+    similarity,
+)
 from llm_bot.memory.long_term import (
     EpisodicSummary,
     NotableEvent,
@@ -22,12 +28,9 @@ from llm_bot.memory.retention import (
     BUNDLE_EVENTS,
     BUNDLE_FACTS,
     BUNDLE_PROFILE,
-    RESTATEMENT_SIMILARITY,
     Scored,
-    remember_fact,
     score,
     select_bundle,
-    similarity,
     to_evict,
 )
 
@@ -54,16 +57,15 @@ def learn(
     tags: tuple[str, ...] = ("contact",),
     salience: float = 0.5,
 ) -> SemanticFact:
-    """``remember_fact`` with defaults for the arguments a test does not vary."""
-    return remember_fact(
-        existing,
-        fact=text,
-        tags=tags,
-        confidence=confidence,
+    """``apply_fact`` of a new fact (action ``add``) with defaults for the arguments a test
+    does not vary: the fact it leaves current."""
+    return apply_fact(
+        {f.id: f for f in existing},
+        FactDecision(fact=text, tags=tags, confidence=confidence),
         salience=salience,
         source=source,
         now=now,
-    )
+    ).current
 
 
 def fact(
@@ -106,7 +108,7 @@ def event(item_id: str, created_at: str, *, importance: float = 0.5) -> NotableE
     )
 
 
-# --- remember_fact ----------------------------------------------------------------------
+# --- restatements (apply_fact) ----------------------------------------------------------------------
 
 
 def test_a_new_fact_gets_a_stable_id_and_its_provenance() -> None:

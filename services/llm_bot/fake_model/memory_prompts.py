@@ -2,9 +2,13 @@
 ``llm-bot demo`` and the tests).
 
 Chat requests get the usual echo; ``memory_compaction`` requests get a summarizer answer
-derived from the turns they carry (with a fact for every "my name is X" and a profile
-attribute for "I speak X"); ``classification`` requests get a classification whose
-importance depends on keywords. Deterministic, so tests can assert exact content.
+derived from the turns they carry: a fact for each statement :data:`FACT_RULES` recognises
+("my name is X", "my phone number is X", "I moved to X", "I am (not) vegetarian", "I prefer
+X", and Thai ones), compared with the stored facts the request carries as a real summarizer
+would (``update`` of the stored fact about the same thing when the value changed, ``none``
+when it is the same, else ``add``), and a profile attribute for "I speak X";
+``classification`` requests get a classification whose importance depends on keywords.
+Deterministic, so tests can assert exact content.
 """
 
 from __future__ import annotations
@@ -12,11 +16,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from llm_bot.fake_model.scripts import RecordedRequest, default_responder
 
-NAME = re.compile(r"my name is (\w+)", re.IGNORECASE)
 LANGUAGE = re.compile(r"I speak (\w+)", re.IGNORECASE)
 TURN = re.compile(r"turn (\d+) user: (.*)")
 
@@ -42,15 +46,92 @@ def memory_responder(
     return chat(request)
 
 
+@dataclass(frozen=True)
+class FactRule:
+    """A statement the fake summarizer turns into a fact: ``said`` finds it in a user turn,
+    ``fact`` writes it (``{0}``: the first group), ``about`` finds the stored fact about the
+    same thing."""
+
+    said: re.Pattern[str]
+    fact: str
+    about: re.Pattern[str]
+    tag: str
+
+
+def _rule(said: str, fact: str, about: str, tag: str) -> FactRule:
+    return FactRule(re.compile(said, re.IGNORECASE), fact, re.compile(about, re.IGNORECASE), tag)
+
+
+FACT_RULES: tuple[FactRule, ...] = (
+    _rule(r"my name is (\w+)", "The user's name is {0}.", r"^The user's name is ", "name"),
+    _rule(
+        r"my (?:new )?phone number is (?:now )?([\d-]+\d)",
+        "The user's phone number is {0}.",
+        r"^The user's phone number is ",
+        "contact",
+    ),
+    _rule(
+        r"my budget is (?:now )?(\d+ baht)",
+        "The user's budget is {0}.",
+        r"^The user's budget is ",
+        "budget",
+    ),
+    _rule(
+        r"I (?:live|moved|have moved|just moved) (?:in|to) ((?-i:[A-Z]\w*(?: [A-Z]\w*)*))",
+        "The user lives in {0}.",
+        r"^The user lives in ",
+        "home",
+    ),
+    _rule(
+        r"I(?: am|'m) ((?:not |no longer )?(?:a )?vegetarian)",
+        "The user is {0}.",
+        r"^The user is .*vegetarian",
+        "diet",
+    ),
+    _rule(
+        r"I (?:now )?prefer (\w+(?: \w+)?) (?:delivery|contact)",
+        "The user prefers {0} delivery.",
+        r"^The user prefers .* delivery",
+        "delivery",
+    ),
+    _rule(r"ผม(ไม่ได้)?เป็นมังสวิรัติ", "ผู้ใช้{0}เป็นมังสวิรัติ", r"^ผู้ใช้.*เป็นมังสวิรัติ", "diet"),
+)
+
+
+def _facts(said: str, stored: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """The facts of ``said`` in order of appearance, each with its action and target."""
+    found: list[tuple[int, FactRule, str]] = []
+    for rule in FACT_RULES:
+        for match in rule.said.finditer(said):
+            found.append((match.start(), rule, rule.fact.format(match.group(1) or "")))
+    facts: list[dict[str, Any]] = []
+    for _, rule, text in sorted(found, key=lambda item: item[0]):
+        about = [item for item in stored if rule.about.search(item["fact"])]
+        action, target = "add", None
+        if about:
+            target = about[-1]["id"]
+            action = "none" if about[-1]["fact"] == text else "update"
+        facts.append(
+            {
+                "fact": text,
+                "tags": [rule.tag],
+                "confidence": 0.9,
+                "action": action,
+                "target": target,
+            }
+        )
+        if target is not None:
+            stored = [item for item in stored if item["id"] != target]
+        stored = [*stored, {"id": f"new-{len(facts)}", "fact": text}]
+    return facts
+
+
 def _summarize(request: RecordedRequest) -> str:
     data = json.loads(request.last_user_text())
     turns = TURN.findall(data["turns"])
     numbers = [int(n) for n, _ in turns]
     said = "; ".join(text for _, text in turns)
-    facts = [
-        {"fact": f"The user's name is {match}.", "tags": ["name"], "confidence": 0.9}
-        for match in NAME.findall(said)
-    ]
+    facts = _facts(said, list(data.get("stored_facts", [])))
     profile = [{"key": "preferred_language", "value": m.lower()} for m in LANGUAGE.findall(said)]
     previous = data["rolling_summary"]
     span = f"turns {min(numbers)}-{max(numbers)}" if numbers else "no turns"

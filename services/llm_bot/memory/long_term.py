@@ -44,6 +44,11 @@ class SemanticFact(BaseModel):
     sources: tuple[Source, ...] = ()
     created_at: str
     updated_at: str
+    superseded_by: str | None = None
+    """The id of the fact that corrected this one (None: current). A superseded fact is
+    never shown in prompts nor recalled; it stays stored (erasable, ``memory show``) until
+    retention removes it."""
+    superseded_at: str | None = None
 
 
 class EpisodicSummary(BaseModel):

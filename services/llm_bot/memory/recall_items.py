@@ -186,8 +186,11 @@ LongTermItem = SemanticFact | EpisodicSummary | NotableEvent
 
 
 def long_term_entry(item: LongTermItem, *, indexed_at: float) -> IndexEntry | None:
-    """The entry of a fact, episode or notable event (None when its text is blank)."""
+    """The entry of a fact, episode or notable event (None when its text is blank, or for a
+    superseded fact: a correction's old value is never recalled)."""
     if isinstance(item, SemanticFact):
+        if item.superseded_by is not None:
+            return None
         kind: EntryKind = "facts"
         text, conversation, turn = item.fact, "", 0
     elif isinstance(item, EpisodicSummary):

@@ -1,8 +1,7 @@
-"""Retention, ranking and fact deduplication for long-term memory (pure functions)."""
+"""Retention and ranking of long-term memory, and the recall bundle (pure functions)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -12,17 +11,12 @@ from llm_bot.memory.long_term import (
     NotableEvent,
     ProfileAttribute,
     SemanticFact,
-    Source,
-    normalize_fact,
-    stable_id,
 )
 
 BUNDLE_FACTS = 20
 BUNDLE_EPISODES = 5
 BUNDLE_EVENTS = 5
 BUNDLE_PROFILE = 20
-RESTATEMENT_SIMILARITY = 0.75
-CONFIDENCE_BOOST = 0.1
 
 
 @dataclass(frozen=True)
@@ -37,9 +31,10 @@ Scored = SemanticFact | EpisodicSummary | NotableEvent
 
 
 def score(item: Scored) -> float:
-    """How much an item is worth keeping and showing."""
+    """How much an item is worth keeping and showing (nothing for a superseded fact: it is
+    the first to go)."""
     if isinstance(item, SemanticFact):
-        return item.salience * item.confidence
+        return item.salience * item.confidence if item.superseded_by is None else 0.0
     if isinstance(item, NotableEvent):
         return item.importance
     return item.salience
@@ -74,8 +69,9 @@ def select_bundle(
     episodes: Sequence[EpisodicSummary],
     events: Sequence[NotableEvent],
 ) -> LongTermBundle:
-    """The selection ``recall`` loads: profile, best facts, latest episodes, most important
-    recent events. Deterministic."""
+    """The selection ``recall`` loads: profile, best current facts, latest episodes, most
+    important recent events. Deterministic."""
+    facts = [fact for fact in facts if fact.superseded_by is None]
     return LongTermBundle(
         profile=tuple(sorted(profile, key=lambda a: a.key)[:BUNDLE_PROFILE]),
         facts=tuple(sorted(facts, key=lambda f: (-score(f), f.id))[:BUNDLE_FACTS]),
@@ -85,80 +81,4 @@ def select_bundle(
                 :BUNDLE_EVENTS
             ]
         ),
-    )
-
-
-# Scripts written without spaces between words (Thai, Lao, Myanmar, Khmer, kana, CJK): a
-# space there separates phrases at the writer's whim, so words are no unit to compare.
-_UNSPACED_SCRIPT = re.compile(
-    r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u9fff]"
-)
-
-
-def _tokens(text: str) -> set[str]:
-    normalized = normalize_fact(text)
-    words = set(normalized.split())
-    if _UNSPACED_SCRIPT.search(normalized) or (len(words) <= 1 and len(normalized) > 3):
-        compact = normalized.replace(" ", "")  # unspaced scripts (Thai): character bigrams
-        return {compact[i : i + 2] for i in range(len(compact) - 1)} or words
-    return words
-
-
-def similarity(a: str, b: str) -> float:
-    """Jaccard similarity of word sets (character bigrams for unspaced text)."""
-    left, right = _tokens(a), _tokens(b)
-    if not left or not right:
-        return 0.0
-    return len(left & right) / len(left | right)
-
-
-def find_restated(existing: Sequence[SemanticFact], fact: str) -> SemanticFact | None:
-    """The existing fact that ``fact`` restates, if any (same normalized text, or similar)."""
-    target = normalize_fact(fact)
-    best: tuple[float, SemanticFact] | None = None
-    for item in existing:
-        if normalize_fact(item.fact) == target:
-            return item
-        value = similarity(item.fact, fact)
-        if value >= RESTATEMENT_SIMILARITY and (best is None or value > best[0]):
-            best = (value, item)
-    return best[1] if best else None
-
-
-def remember_fact(
-    existing: Sequence[SemanticFact],
-    *,
-    fact: str,
-    tags: Sequence[str],
-    confidence: float,
-    salience: float,
-    source: Source,
-    now: str,
-) -> SemanticFact:
-    """A new fact, or the existing one it restates updated: same id, higher confidence,
-    merged sources and tags."""
-    match = find_restated(existing, fact)
-    if match is None:
-        return SemanticFact(
-            id=stable_id("fact", normalize_fact(fact)),
-            fact=fact.strip(),
-            tags=tuple(sorted(set(tags))),
-            confidence=confidence,
-            salience=salience,
-            sources=(source,),
-            created_at=now,
-            updated_at=now,
-        )
-    if source in match.sources:
-        return match  # the same compaction again: nothing new
-    top = max(match.confidence, confidence)
-    return match.model_copy(
-        update={
-            # rounded for stable storage, never below what it was (rounding could lower it)
-            "confidence": max(top, round(min(1.0, top + CONFIDENCE_BOOST * (1 - top)), 4)),
-            "salience": max(match.salience, salience),
-            "tags": tuple(sorted(set(match.tags) | set(tags))),
-            "sources": (*match.sources, source),
-            "updated_at": now,
-        }
     )

@@ -88,10 +88,13 @@ class MessageClassifier:
             )
         except LlmBotError as exc:
             log.info("classifier.fallback", reason=exc.code)
+            self._metrics.classifier_fallbacks.labels(exc.code).inc()
             return classify_by_keywords(message.content)
         parsed = parse_model_classification(reply.text)
         if parsed is None:
             log.info("classifier.fallback", reason="invalid_model_output")
+            self._metrics.memory_model_junk.labels("classifier").inc()
+            self._metrics.classifier_fallbacks.labels("invalid_model_output").inc()
             return classify_by_keywords(message.content)
         return parsed
 

@@ -2,7 +2,8 @@
 
 The summarizer call runs without the conversation's lease (a reply never waits for it);
 the lease is taken only for the short write: it checks that nobody compacted meanwhile,
-writes the long-term items (idempotent: stable ids, restatement merge) and commits the
+writes the long-term items (idempotent: stable ids, restatements merge, corrections
+supersede: ``fact_updates``) and commits the
 working memory with ``compacted_through`` (fenced by the lease token). A failure anywhere
 leaves the turns pending for the retry, never lost and never folded twice.
 """
@@ -24,15 +25,9 @@ from llm_bot.memory.compaction import (
     summarizer_messages,
     turns_to_compact,
 )
-from llm_bot.memory.long_term import (
-    EpisodicSummary,
-    ProfileAttribute,
-    SemanticFact,
-    Source,
-    stable_id,
-)
+from llm_bot.memory.fact_updates import apply_facts, related_facts
+from llm_bot.memory.long_term import EpisodicSummary, ProfileAttribute, Source, stable_id
 from llm_bot.memory.messages import ChatMessage
-from llm_bot.memory.retention import remember_fact
 from llm_bot.memory.working import ConversationKey, WorkingMemory
 from llm_bot.ports import ConversationLease, LongTermStore, MemoryProgress, StructuredModel
 from llm_bot.telemetry.metrics import Metrics
@@ -139,9 +134,13 @@ class Compactor:
         """The summarizer's validated output for ``turns`` (no writes). Raises
         ``SummarizerFailed`` on junk: nothing changes and the turns stay pending."""
         messages = await self._progress.trace_turns(key, turns[0], turns[-1])
+        stored = related_facts(
+            await self._ltm.facts(key.tenant_id, key.user_id),
+            " ".join(m.content for m in messages),
+        )
         try:
             reply = await self._model.complete_json(
-                summarizer_messages(previous, messages),
+                summarizer_messages(previous, messages, stored),
                 schema_name="memory_compaction",
                 schema=summarizer_json_schema(),
                 conversation_id=key.conversation_id,
@@ -152,6 +151,7 @@ class Compactor:
         output = parse_summarizer_output(reply.text)
         if output is None:
             self._metrics.compactions.labels("failed").inc()
+            self._metrics.memory_model_junk.labels("summarizer").inc()
             raise SummarizerFailed("summarizer returned invalid output; turns stay pending")
         return output, messages
 
@@ -181,19 +181,13 @@ class Compactor:
             event_ids=event_ids,
             recorded_at=now,
         )
-        known = await self._ltm.facts(key.tenant_id, key.user_id)
-        facts: list[SemanticFact] = []
-        for item in output.facts:
-            fact = remember_fact(
-                [*known, *facts],
-                fact=item.fact,
-                tags=[t.lower() for t in item.tags],
-                confidence=item.confidence,
-                salience=output.salience,
-                source=source,
-                now=now,
-            )
-            facts = [f for f in facts if f.id != fact.id] + [fact]
+        facts, outcomes = apply_facts(
+            await self._ltm.facts(key.tenant_id, key.user_id),
+            [item.decision() for item in output.facts],
+            salience=output.salience,
+            source=source,
+            now=now,
+        )
         profile = [
             ProfileAttribute(
                 key=p.key.strip().lower(), value=p.value, updated_at=now, source=source
@@ -211,4 +205,11 @@ class Compactor:
         for kind, count in (("episodes", 1), ("facts", len(facts)), ("profile", len(profile))):
             if count:
                 self._metrics.ltm_writes.labels(kind).inc(count)
-        log.info("memory.folded", turns=list(turns), items_written=written)
+        for outcome in outcomes:
+            self._metrics.ltm_facts.labels(outcome).inc()
+        log.info(
+            "memory.folded",
+            turns=list(turns),
+            items_written=written,
+            facts_updated=outcomes.count("updated"),
+        )

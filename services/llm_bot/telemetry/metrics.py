@@ -77,6 +77,27 @@ class Metrics:
             ["kind"],
             registry=registry,
         )
+        self.ltm_facts = Counter(
+            "llmbot_ltm_facts",
+            "Facts the summarizer returned, by what they did to long-term memory: added (new), "
+            "updated (superseded a stored fact), merged (restated one), unchanged (a rerun).",
+            ["outcome"],
+            registry=registry,
+        )
+        self.memory_model_junk = Counter(
+            "llmbot_memory_model_junk",
+            "Memory-worker model replies rejected as invalid (not JSON or not the schema), by "
+            "task (summarizer, classifier).",
+            ["task"],
+            registry=registry,
+        )
+        self.classifier_fallbacks = Counter(
+            "llmbot_classifier_fallbacks",
+            "Messages classified by the keyword fallback, by reason (the model's error code or "
+            "invalid_model_output).",
+            ["reason"],
+            registry=registry,
+        )
         self.retrieval_searches = Counter(
             "llmbot_retrieval_searches",
             "Retrievals on the reply path, by outcome (searched, filler_skip, topic_reuse, off, "

@@ -1,0 +1,152 @@
+"""Corrections through the broker (SPEC 5.5): the user changes four facts in a later
+conversation; long-term memory ends with the new values current and the old ones
+superseded, and the next prompt shows only the new ones. The fake summarizer answers as a
+real one would, from the stored facts the worker sends it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+
+from llm_bot.fake_model import FakeModelServer
+from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
+from llm_bot.memory.working import ConversationKey, WorkingMemory
+from tests.support.events import message_event, new_id
+from tests.support.harness import Integrator, bot, running_worker, settings_for_test
+from tests.support.services import ServiceUrls
+
+pytestmark = pytest.mark.integration
+
+BEFORE = [
+    "Hi! I am vegetarian, just so you know.",
+    "my phone number is 081-234-5678",
+    "I live in Bangkok near the river",
+    "I prefer weekend delivery please",
+]
+AFTER = [
+    "Update: I'm not vegetarian anymore.",
+    "my new phone number is 089-765-4321",
+    "I moved to Chiang Mai last month",
+    "I now prefer weekday delivery, I work from home",
+]
+OLD_FACTS = [
+    "The user is vegetarian.",
+    "The user's phone number is 081-234-5678.",
+    "The user lives in Bangkok.",
+    "The user prefers weekend delivery.",
+]
+NEW_FACTS = [
+    "The user is not vegetarian.",
+    "The user's phone number is 089-765-4321.",
+    "The user lives in Chiang Mai.",
+    "The user prefers weekday delivery.",
+]
+
+
+@pytest.fixture
+async def model() -> AsyncIterator[FakeModelServer]:
+    async with FakeModelServer(responder=memory_responder) as server:
+        yield server
+
+
+async def conversation(client: Integrator, key: ConversationKey, texts: list[str]) -> None:
+    """Say ``texts``, end the conversation, wait until the worker finalized it."""
+    for text in texts:
+        await client.publish(
+            message_event(
+                tenant=key.tenant_id, user=key.user_id, conversation=key.conversation_id, text=text
+            )
+        )
+        await client.next_candidate()
+    await client.publish(
+        message_event(
+            tenant=key.tenant_id,
+            user=key.user_id,
+            conversation=key.conversation_id,
+            text=None,
+            event_type="conversation.end",
+        )
+    )
+
+
+async def test_corrections_supersede_and_the_next_prompt_carries_only_the_new_values(
+    service_urls: ServiceUrls, model: FakeModelServer
+) -> None:
+    settings = settings_for_test(service_urls, model.base_url, retry_base_seconds=0.05)
+    user = new_id("u")
+    first, second, third = (ConversationKey("tfix", user, new_id("c")) for _ in range(3))
+    async with bot(settings) as (service, client), running_worker(settings) as worker:
+        await conversation(client, first, BEFORE)
+        await worker_settled(client, lambda: service.store.working_memory(first))
+        await conversation(client, second, AFTER)
+        await worker_settled(client, lambda: service.store.working_memory(second))
+        await client.publish(
+            message_event(
+                tenant="tfix", user=user, conversation=third.conversation_id, text="hello again"
+            )
+        )
+        await client.next_candidate()
+        facts = await worker.ltm.facts("tfix", user)
+        bundle = await worker.ltm.bundle("tfix", user)
+    current = sorted(f.fact for f in facts if f.superseded_by is None)
+    superseded = {f.fact: f for f in facts if f.superseded_by is not None}
+    assert current == sorted(NEW_FACTS)
+    assert sorted(superseded) == sorted(OLD_FACTS)
+    by_id = {f.id: f for f in facts}
+    for old, new in zip(OLD_FACTS, NEW_FACTS, strict=True):
+        assert by_id[superseded[old].superseded_by or ""].fact == new
+    assert sorted(f.fact for f in bundle.facts) == sorted(NEW_FACTS)
+    # The second conversation's summarizer saw the stored facts it corrected.
+    summarizer = [r for r in model.chat_requests() if schema_name(r) == "memory_compaction"]
+    seen = [json.loads(r.last_user_text())["stored_facts"] for r in summarizer]
+    assert any(sorted(f["fact"] for f in s) == sorted(OLD_FACTS) for s in seen)
+    # The facts the next prompt asserts are the new ones only (the episode of the first
+    # conversation still tells, dated, what was said then: that is history, not a fact).
+    block = [r for r in model.chat_requests() if schema_name(r) is None][-1].messages()[0]
+    semantic = section(str(block["content"]), "SEMANTIC")
+    assert sorted(semantic) == sorted(f"- {fact}" for fact in NEW_FACTS)
+
+
+def section(block: str, name: str) -> list[str]:
+    """The lines of the memory block's section ``name``."""
+    lines = block.splitlines()
+    start = lines.index(f"[MEMORY:{name}]") + 1
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith("[MEMORY:")), None)
+    return lines[start:end]
+
+
+async def test_a_thai_correction_supersedes_the_thai_fact(
+    service_urls: ServiceUrls, model: FakeModelServer
+) -> None:
+    """The same in Thai: "I am vegetarian", later "I am not vegetarian any more"."""
+    settings = settings_for_test(service_urls, model.base_url, retry_base_seconds=0.05)
+    user = new_id("u")
+    first, second = (ConversationKey("tfix", user, new_id("c")) for _ in range(2))
+    async with bot(settings) as (service, client), running_worker(settings) as worker:
+        await conversation(client, first, ["สวัสดีครับ ผมเป็นมังสวิรัติ"])
+        await worker_settled(client, lambda: service.store.working_memory(first))
+        await conversation(client, second, ["ตอนนี้ผมไม่ได้เป็นมังสวิรัติแล้วครับ"])
+        await worker_settled(client, lambda: service.store.working_memory(second))
+        facts = await worker.ltm.facts("tfix", user)
+    assert sorted((f.fact, f.superseded_by is None) for f in facts) == [
+        ("ผู้ใช้เป็นมังสวิรัติ", False),
+        ("ผู้ใช้ไม่ได้เป็นมังสวิรัติ", True),
+    ]
+
+
+async def worker_settled(
+    client: Integrator, working: Callable[[], Awaitable[WorkingMemory | None]]
+) -> None:
+    """Wait until the conversation was finalized (its working memory is gone) and the
+    memory queue stays empty."""
+    async with asyncio.timeout(60):
+        while await working() is not None:
+            await asyncio.sleep(0.1)
+        quiet = 0
+        while quiet < 5:
+            depth = await client.queue_depth(client.settings.memory_queue)
+            quiet = quiet + 1 if depth == 0 else 0
+            await asyncio.sleep(0.1)
