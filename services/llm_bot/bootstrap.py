@@ -315,7 +315,7 @@ def build_service(
         graph=build_graph(),
         context=context,
         lease=conversation_lease(settings, base.redis),
-        eraser=Eraser(store=store, index=base.index),
+        eraser=Eraser(store=store, ltm=long_term_store(settings, base.redis), index=base.index),
         retry=retry_policy(settings),
         max_body_bytes=settings.max_body_bytes,
         log_content=settings.log_content,

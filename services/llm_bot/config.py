@@ -9,7 +9,14 @@ from __future__ import annotations
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from llm_bot.memory.context import ContextBudget, default_context_budget
@@ -179,6 +186,19 @@ class Settings(BaseSettings):
     @classmethod
     def _redis_url(cls, value: SecretStr) -> SecretStr:
         _check_url(value.get_secret_value(), ("redis", "rediss", "unix"), "redis://host:6379/0")
+        return value
+
+    @field_validator("dedupe_ttl_seconds")
+    @classmethod
+    def _dedupe_within_trace(cls, value: int, info: ValidationInfo) -> int:
+        # Forgetting a conversation finds its processed records (which hold the replies)
+        # through the raw trace's event ids: the trace must outlive them.
+        days = info.data.get("raw_trace_retention_days")
+        if isinstance(days, int) and value > days * 86_400:
+            raise ValueError(
+                f"must not exceed LLM_BOT_RAW_TRACE_RETENTION_DAYS ({days} days = "
+                f"{days * 86_400} s)"
+            )
         return value
 
     @field_validator("openai_base_url", "embedding_base_url", "qdrant_url", mode="before")

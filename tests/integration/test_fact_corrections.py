@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
+from llm_bot.entrypoints.memory_cli import render_memory, show_memory
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
 from llm_bot.memory.working import ConversationKey, WorkingMemory
@@ -91,6 +92,7 @@ async def test_corrections_supersede_and_the_next_prompt_carries_only_the_new_va
         await client.next_candidate()
         facts = await worker.ltm.facts("tfix", user)
         bundle = await worker.ltm.bundle("tfix", user)
+        shown = render_memory(await show_memory(settings, third))
     current = sorted(f.fact for f in facts if f.superseded_by is None)
     superseded = {f.fact: f for f in facts if f.superseded_by is not None}
     assert current == sorted(NEW_FACTS)
@@ -103,6 +105,10 @@ async def test_corrections_supersede_and_the_next_prompt_carries_only_the_new_va
     summarizer = [r for r in model.chat_requests() if schema_name(r) == "memory_compaction"]
     seen = [json.loads(r.last_user_text())["stored_facts"] for r in summarizer]
     assert any(sorted(f["fact"] for f in s) == sorted(OLD_FACTS) for s in seen)
+    # `llm-bot memory show` lists the superseded facts too, marked.
+    for old in OLD_FACTS:
+        assert f"- {old} (confidence" in shown
+        assert "superseded by fact_" in shown.split(f"- {old} (confidence", 1)[1].splitlines()[0]
     # The facts the next prompt asserts are the new ones only (the episode of the first
     # conversation still tells, dated, what was said then: that is history, not a fact).
     block = [r for r in model.chat_requests() if schema_name(r) is None][-1].messages()[0]

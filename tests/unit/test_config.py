@@ -231,3 +231,14 @@ def test_settings_are_frozen() -> None:
 
     with pytest.raises(ValueError, match="frozen"):
         settings.prefetch = 1  # type: ignore[misc]
+
+
+def test_the_dedupe_window_must_not_outlive_the_raw_trace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forgetting a conversation finds its processed records through the raw trace."""
+    message = configuration_error(
+        monkeypatch, LLM_BOT_RAW_TRACE_RETENTION_DAYS="1", LLM_BOT_DEDUPE_TTL_SECONDS="90000"
+    )
+    assert message.startswith("invalid configuration: LLM_BOT_DEDUPE_TTL_SECONDS")
+    assert "LLM_BOT_RAW_TRACE_RETENTION_DAYS" in message
+    monkeypatch.setenv("LLM_BOT_DEDUPE_TTL_SECONDS", "86400")
+    assert load_settings().dedupe_ttl_seconds == 86400

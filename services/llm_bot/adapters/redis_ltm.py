@@ -16,10 +16,11 @@ from pydantic import BaseModel
 from redis.asyncio.client import Pipeline
 from redis.exceptions import WatchError
 
-from llm_bot.adapters.redis_erasure import NO_ERASURE
+from llm_bot.adapters.redis_erasure import NO_ERASURE, generation
 from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.errors import ErasedMeanwhile, MemoryUnavailable
+from llm_bot.memory.conversation_erasure import ConversationPruning, prune_conversation
 from llm_bot.memory.long_term import (
     EpisodicSummary,
     LongTermBundle,
@@ -131,12 +132,52 @@ class RedisLongTermStore:
 
             return queue
 
-        watched = [
+        watched = self._item_keys(tenant_id, user_id)
+        await self._unless_erased(tenant_id, user_id, erasure, evict_and_rebuild, watch=watched)
+        return sum(len(ids) for ids in evicted.values())
+
+    async def forget_conversation(
+        self, tenant_id: str, user_id: str, conversation_id: str
+    ) -> ConversationPruning:
+        """Take what ``conversation_id`` contributed out of long-term memory
+        (:func:`prune_conversation`) and rebuild the bundle. Written under the user's
+        current erasure generation, in one transaction over the long-term hashes."""
+        erasure = generation(await self._redis.hgetall(self._keys.erasure(tenant_id, user_id)))
+        pruning = ConversationPruning()
+
+        async def prune(pipe: Pipeline) -> Queue:
+            nonlocal pruning
+            profile = await self._items(pipe, tenant_id, user_id, "profile", ProfileAttribute)
+            pruning = prune_conversation(
+                conversation_id,
+                profile={attribute.key: attribute for attribute in profile},
+                facts=await self._items(pipe, tenant_id, user_id, "facts", SemanticFact),
+                episodes=await self._items(pipe, tenant_id, user_id, "episodes", EpisodicSummary),
+                events=await self._items(pipe, tenant_id, user_id, "events", NotableEvent),
+            )
+
+            def queue(pipe: Pipeline) -> None:
+                for kind, ids in pruning.deleted.items():
+                    if ids:
+                        pipe.hdel(self._keys.long_term(tenant_id, user_id, kind), *ids)
+                if pruning.rewritten:
+                    rewritten = {f.id: f.model_dump_json() for f in pruning.rewritten}
+                    name = self._keys.long_term(tenant_id, user_id, "facts")
+                    pipe.hset(name, mapping=cast("dict[Any, Any]", rewritten))
+
+            return queue
+
+        watched = self._item_keys(tenant_id, user_id)
+        await self._unless_erased(tenant_id, user_id, erasure, prune, watch=watched)
+        if pruning.count():
+            await self.apply_retention(tenant_id, user_id, erasure=erasure)
+        return pruning
+
+    def _item_keys(self, tenant_id: str, user_id: str) -> list[str]:
+        return [
             self._keys.long_term(tenant_id, user_id, kind)
             for kind in ("profile", "facts", "episodes", "events")
         ]
-        await self._unless_erased(tenant_id, user_id, erasure, evict_and_rebuild, watch=watched)
-        return sum(len(ids) for ids in evicted.values())
 
     async def _unless_erased(
         self,

@@ -168,9 +168,15 @@ class RedisMemoryStore:
         return WorkingMemory.model_validate_json(raw) if raw else None
 
     async def forget_conversation(self, key: ConversationKey) -> int:
-        """Delete one conversation's working memory, meta and raw trace."""
-        names = self._keys.conversation_keys(key)
+        """Delete one conversation's working memory, meta, raw trace and the processed
+        records of its events (they hold the replies), found through the trace's event ids
+        (the trace outlives them: its retention is at least the dedupe window)."""
         async with self._erasing(key.tenant_id, key.user_id):
+            events = {m.event_id for m in await self.raw_trace(key) if m.event_id}
+            names = (
+                *self._keys.conversation_keys(key),
+                *(self._keys.processed_event(key, event_id) for event_id in sorted(events)),
+            )
             await self._redis.zrem(self._keys.activity(), activity_member(key))
             deleted = int(await self._redis.unlink(*names))
             await self._redis.zrem(self._keys.registry(key.tenant_id, key.user_id), *names)

@@ -95,7 +95,11 @@ def _render_long_term(ltm: dict[str, Any]) -> list[str]:
         sources = "; ".join(
             f"{s['conversation_id']} turns {_span(s['turns'])}" for s in fact["sources"]
         )
-        lines.append(f"    - {fact['fact']} (confidence {fact['confidence']}, from {sources})")
+        retired = fact.get("superseded_by")
+        note = f"; superseded by {retired} on {fact['superseded_at'][:10]}" if retired else ""
+        lines.append(
+            f"    - {fact['fact']} (confidence {fact['confidence']}, from {sources}{note})"
+        )
     lines.append(f"  episodes ({len(ltm['episodes'])}):")
     for episode in ltm["episodes"]:
         lines.append(
@@ -118,7 +122,11 @@ def _span(turns: list[int]) -> str:
 async def forget_memory(settings: Settings, tenant_id: str, user_id: str, conversation: str) -> int:
     client = redis_client(settings)
     try:
-        eraser = Eraser(store=memory_store(settings, client), index=recall_index(settings, client))
+        eraser = Eraser(
+            store=memory_store(settings, client),
+            ltm=long_term_store(settings, client),
+            index=recall_index(settings, client),
+        )
         return await eraser.forget(tenant_id, user_id, conversation)
     finally:
         await client.aclose()

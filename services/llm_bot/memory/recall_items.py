@@ -185,6 +185,11 @@ def conversation_entries(
 LongTermItem = SemanticFact | EpisodicSummary | NotableEvent
 
 
+def long_term_entry_id(kind: str, item_id: str) -> str:
+    """The index entry id of the long-term item ``item_id`` of ``kind``."""
+    return f"{LONG_TERM_PREFIX}{kind}{SEPARATOR}{item_id}"
+
+
 def long_term_entry(item: LongTermItem, *, indexed_at: float) -> IndexEntry | None:
     """The entry of a fact, episode or notable event (None when its text is blank, or for a
     superseded fact: a correction's old value is never recalled)."""
@@ -203,7 +208,7 @@ def long_term_entry(item: LongTermItem, *, indexed_at: float) -> IndexEntry | No
     if not text:
         return None
     return IndexEntry(
-        id=f"{LONG_TERM_PREFIX}{kind}{SEPARATOR}{item.id}",
+        id=long_term_entry_id(kind, item.id),
         kind=kind,
         text=text,
         speaker="",

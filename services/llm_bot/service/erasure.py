@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 import structlog
 
+from llm_bot.memory.conversation_erasure import ConversationPruning
+from llm_bot.memory.recall_items import long_term_entry_id
 from llm_bot.memory.working import ConversationKey
 
 log = structlog.get_logger(__name__)
@@ -17,15 +20,39 @@ class ErasableStore(Protocol):
     async def forget_conversation(self, key: ConversationKey) -> int: ...
 
 
+class ErasableIndex(ErasableStore, Protocol):
+    async def remove(self, tenant_id: str, user_id: str, entry_ids: Sequence[str]) -> int: ...
+
+
+class ConversationForgetting(Protocol):
+    async def forget_conversation(
+        self, tenant_id: str, user_id: str, conversation_id: str
+    ) -> ConversationPruning: ...
+
+
 class Eraser:
     """Erases one user's memory in one tenant (all conversations, or one), and the
-    retrieval index entries made from it."""
+    retrieval index entries made from it.
 
-    def __init__(self, *, store: ErasableStore, index: ErasableStore | None = None) -> None:
+    Forgetting one conversation removes its working memory, raw trace and processed
+    records, then what it contributed to long-term memory (``conversation_erasure``) and
+    the index entries of both."""
+
+    def __init__(
+        self,
+        *,
+        store: ErasableStore,
+        ltm: ConversationForgetting,
+        index: ErasableIndex | None = None,
+    ) -> None:
         self._store = store
+        self._ltm = ltm
         self._index = index
 
     async def forget(self, tenant_id: str, user_id: str, conversation_id: str = "*") -> int:
+        """Erase; returns the number of keys deleted (plus, for one conversation, the
+        long-term items deleted or rewritten)."""
+        items = 0
         if conversation_id == "*":
             deleted = await self._store.forget_user(tenant_id, user_id)
             if self._index is not None:
@@ -33,11 +60,21 @@ class Eraser:
         else:
             key = ConversationKey(tenant_id, user_id, conversation_id)
             deleted = await self._store.forget_conversation(key)
+            pruned = await self._ltm.forget_conversation(tenant_id, user_id, conversation_id)
+            items = pruned.count()
             if self._index is not None:
                 await self._index.forget_conversation(key)
+                entries = [
+                    long_term_entry_id(kind, item_id)
+                    for kind, ids in pruned.deleted.items()
+                    if kind != "profile"
+                    for item_id in ids
+                ]
+                await self._index.remove(tenant_id, user_id, entries)
         log.info(
             "memory.forgotten",
             scope="user" if conversation_id == "*" else "conversation",
             deleted_keys=deleted,
+            long_term_items=items,
         )
-        return deleted
+        return deleted + items
