@@ -39,6 +39,7 @@ from llm_bot.service.erasure import Eraser
 from llm_bot.service.handler import DeliveryHandler, EventHandler
 from llm_bot.service.indexer import Indexer
 from llm_bot.service.memory_jobs import MemoryJobHandler
+from llm_bot.service.retention_sweep import RetentionSweep
 from llm_bot.service.retriever import RetrievalSettings, Retriever
 from llm_bot.service.retry import RetryPolicy
 from llm_bot.telemetry.metrics import Metrics
@@ -107,7 +108,9 @@ def long_term_store(settings: Settings, client: aioredis.Redis) -> RedisLongTerm
     return RedisLongTermStore(
         client=client,
         keys=RedisKeys(prefix=settings.redis_key_prefix),
-        retention=RetentionPolicy(settings.ltm_max_items, settings.ltm_retention_days),
+        retention=RetentionPolicy(
+            settings.ltm_max_items, settings.ltm_retention_days, settings.profile_retention_days
+        ),
     )
 
 
@@ -334,6 +337,8 @@ class Worker(_Running):
     progress: RedisMemoryProgress
     ltm: RedisLongTermStore
     consumer: EventConsumer
+    indexer: Indexer | None
+    retention: RetentionSweep
 
 
 WORKER_PREFETCH = 8
@@ -349,6 +354,18 @@ def build_worker(
     base = build_foundation(settings, tracer_provider=tracer_provider, registry=registry)
     progress = progress_store(settings, base.redis)
     ltm = long_term_store(settings, base.redis)
+    indexer = (
+        Indexer(
+            progress=progress,
+            ltm=ltm,
+            index=base.index,
+            embedder=base.embedder,
+            metrics=base.metrics,
+            clock=utc_now,
+        )
+        if base.embedder is not None
+        else None
+    )
     handler = MemoryJobHandler(
         progress=progress,
         classifier=MessageClassifier(
@@ -367,18 +384,7 @@ def build_worker(
             metrics=base.metrics,
             clock=utc_now,
         ),
-        indexer=(
-            Indexer(
-                progress=progress,
-                ltm=ltm,
-                index=base.index,
-                embedder=base.embedder,
-                metrics=base.metrics,
-                clock=utc_now,
-            )
-            if base.embedder is not None
-            else None
-        ),
+        indexer=indexer,
         retry=retry_policy(settings),
         compaction_threshold_tokens=int(
             settings.compaction_ratio * settings.context_budget().input_budget
@@ -391,4 +397,12 @@ def build_worker(
         handler=handler,
         prefetch=min(settings.prefetch, WORKER_PREFETCH),
     )
-    return Worker(base=base, progress=progress, ltm=ltm, consumer=consumer)
+    retention = RetentionSweep(ltm=ltm, marks=progress, index=indexer, metrics=base.metrics)
+    return Worker(
+        base=base,
+        progress=progress,
+        ltm=ltm,
+        consumer=consumer,
+        indexer=indexer,
+        retention=retention,
+    )

@@ -106,6 +106,9 @@ class Settings(BaseSettings):
     )
     ltm_max_items: int = Field(1000, ge=1, validation_alias=_env("LLM_BOT_LTM_MAX_ITEMS"))
     ltm_retention_days: int = Field(365, ge=1, validation_alias=_env("LLM_BOT_LTM_RETENTION_DAYS"))
+    profile_retention_days: int = Field(
+        365, ge=1, validation_alias=_env("LLM_BOT_PROFILE_RETENTION_DAYS")
+    )
 
     embeddings: Literal["local", "openai", "off"] = Field(
         "local", validation_alias=_env("LLM_BOT_EMBEDDINGS")

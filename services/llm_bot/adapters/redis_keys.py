@@ -34,6 +34,16 @@ def parse_activity_member(member: str) -> ConversationKey:
     return ConversationKey(tenant_id, user_id, conversation_id)
 
 
+def user_member(tenant_id: str, user_id: str) -> str:
+    """A user's member in the retention schedule (``RedisKeys.retention_schedule``)."""
+    return f"{tenant_id}|{user_id}"
+
+
+def parse_user_member(member: str) -> tuple[str, str]:
+    tenant_id, user_id = member.split("|", 1)
+    return tenant_id, user_id
+
+
 @dataclass(frozen=True)
 class RedisKeys:
     """Key builder; ``prefix`` lets tests and multiple deployments share one Redis."""
@@ -110,6 +120,12 @@ class RedisKeys:
         swept by the memory worker to finalize idle conversations. The one key outside a
         user's scope: erasure removes the user's members from it."""
         return f"{self.prefix}:activity"
+
+    def retention_schedule(self) -> str:
+        """Sorted set of users (member ``tenant|user``) by when their oldest long-term item
+        ages out: the worker's sweep applies retention to users who are due, active or
+        not. Outside any user's scope, like ``activity``; erasure removes the member."""
+        return f"{self.prefix}:retention"
 
     def conversation_keys(self, key: ConversationKey) -> tuple[str, ...]:
         """The keys holding one conversation's memory (not its dedupe records)."""

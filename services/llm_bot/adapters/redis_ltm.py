@@ -8,7 +8,7 @@ share the user's hash tag, so erasing a user erases their long-term memory too.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
 import redis.asyncio as aioredis
@@ -18,7 +18,7 @@ from redis.exceptions import WatchError
 
 from llm_bot.adapters.redis_erasure import NO_ERASURE, generation
 from llm_bot.adapters.redis_errors import redis_failures_retryable
-from llm_bot.adapters.redis_keys import RedisKeys
+from llm_bot.adapters.redis_keys import RedisKeys, parse_user_member, user_member
 from llm_bot.errors import ErasedMeanwhile, MemoryUnavailable
 from llm_bot.memory.conversation_erasure import ConversationPruning, prune_conversation
 from llm_bot.memory.long_term import (
@@ -28,7 +28,7 @@ from llm_bot.memory.long_term import (
     ProfileAttribute,
     SemanticFact,
 )
-from llm_bot.memory.retention import RetentionPolicy, select_bundle, to_evict
+from llm_bot.memory.retention import RetentionPlan, RetentionPolicy, plan_retention
 
 Item = TypeVar("Item", bound=BaseModel)
 Queue = Callable[[Pipeline], None]
@@ -39,10 +39,18 @@ Queue = Callable[[Pipeline], None]
 class RedisLongTermStore:
     """Reads and writes one user's long-term memory."""
 
-    def __init__(self, *, client: aioredis.Redis, keys: RedisKeys, retention: RetentionPolicy):
+    def __init__(
+        self,
+        *,
+        client: aioredis.Redis,
+        keys: RedisKeys,
+        retention: RetentionPolicy,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ):
         self._redis = client
         self._keys = keys
         self._retention = retention
+        self._clock = clock
 
     async def profile(self, tenant_id: str, user_id: str) -> dict[str, ProfileAttribute]:
         raw = await self._hgetall(self._redis, self._keys.long_term(tenant_id, user_id, "profile"))
@@ -92,49 +100,60 @@ class RedisLongTermStore:
             return queue
 
         await self._unless_erased(tenant_id, user_id, erasure, upsert)
-        await self.apply_retention(tenant_id, user_id, erasure=erasure)
+        await self.apply_retention(tenant_id, user_id, erasure=erasure)  # TTLs, bundle, schedule
         return sum(len(mapping) for mapping in groups.values())
 
-    async def apply_retention(self, tenant_id: str, user_id: str, *, erasure: str) -> int:
-        """Evict beyond ``max_items`` per kind (least salient, then oldest) and past the
-        retention age; rebuild the bundle (unless the user's erasure mark is no longer
+    async def apply_retention(self, tenant_id: str, user_id: str, *, erasure: str) -> RetentionPlan:
+        """Evict past the age limits and beyond ``max_items`` per kind (``plan_retention``),
+        rebuild the bundle, refresh the keys' TTL (the longest retention age: a user nobody
+        sweeps still goes) and reschedule the user in the retention schedule for when their
+        oldest remaining item ages out (unless the user's erasure mark is no longer
         ``erasure``). The items are read under the same WATCH as the write: a concurrent
         writer makes this fail as retryable ``MemoryUnavailable`` instead of rebuilding the
-        bundle from a stale read. Returns the number of items evicted."""
-        now = datetime.now(UTC)
-        cutoff = (now - timedelta(days=self._retention.max_age_days)).isoformat()
-        evicted: dict[str, list[str]] = {}
+        bundle from a stale read. Returns what was evicted."""
+        plan = RetentionPlan(evicted={}, bundle=LongTermBundle(), next_due=None)
 
         async def evict_and_rebuild(pipe: Pipeline) -> Queue:
-            profile = await self._items(pipe, tenant_id, user_id, "profile", ProfileAttribute)
-            facts = await self._items(pipe, tenant_id, user_id, "facts", SemanticFact)
-            episodes = await self._items(pipe, tenant_id, user_id, "episodes", EpisodicSummary)
-            events = await self._items(pipe, tenant_id, user_id, "events", NotableEvent)
-            evicted.update(
-                facts=to_evict(facts, self._retention.max_items, cutoff),
-                episodes=to_evict(episodes, self._retention.max_items, cutoff),
-                events=to_evict(events, self._retention.max_items, cutoff),
-            )
-            gone = {kind: set(ids) for kind, ids in evicted.items()}
-            bundle = select_bundle(
-                profile=profile,
-                facts=[f for f in facts if f.id not in gone["facts"]],
-                episodes=[e for e in episodes if e.id not in gone["episodes"]],
-                events=[e for e in events if e.id not in gone["events"]],
+            nonlocal plan
+            plan = plan_retention(
+                self._retention,
+                now=self._clock(),
+                profile=await self._items(pipe, tenant_id, user_id, "profile", ProfileAttribute),
+                facts=await self._items(pipe, tenant_id, user_id, "facts", SemanticFact),
+                episodes=await self._items(pipe, tenant_id, user_id, "episodes", EpisodicSummary),
+                events=await self._items(pipe, tenant_id, user_id, "events", NotableEvent),
             )
 
             def queue(pipe: Pipeline) -> None:
-                for kind, ids in evicted.items():
-                    if ids:
-                        pipe.hdel(self._keys.long_term(tenant_id, user_id, kind), *ids)
+                for kind, ids in plan.evicted.items():
+                    pipe.hdel(self._keys.long_term(tenant_id, user_id, kind), *ids)
+                ttl = (self._retention.longest_days + 1) * 86_400
+                for name in self._item_keys(tenant_id, user_id):
+                    pipe.expire(name, ttl)
                 name = self._keys.long_term(tenant_id, user_id, "bundle")
-                pipe.set(name, bundle.model_dump_json())
+                schedule, member = self._keys.retention_schedule(), user_member(tenant_id, user_id)
+                if plan.next_due is None:  # nothing left
+                    pipe.unlink(name)
+                    pipe.zrem(schedule, member)
+                else:
+                    pipe.set(name, plan.bundle.model_dump_json(), ex=ttl)
+                    pipe.zadd(schedule, {member: plan.next_due.timestamp()})
 
             return queue
 
         watched = self._item_keys(tenant_id, user_id)
         await self._unless_erased(tenant_id, user_id, erasure, evict_and_rebuild, watch=watched)
-        return sum(len(ids) for ids in evicted.values())
+        return plan
+
+    async def due(self, now: float, limit: int = 100) -> list[tuple[str, str]]:
+        """Users (tenant, user) whose oldest long-term item has aged out by ``now``."""
+        members = cast(
+            "list[bytes]",
+            await self._redis.zrangebyscore(
+                self._keys.retention_schedule(), "-inf", now, start=0, num=limit
+            ),
+        )
+        return [parse_user_member(member.decode()) for member in members]
 
     async def forget_conversation(
         self, tenant_id: str, user_id: str, conversation_id: str
@@ -169,8 +188,7 @@ class RedisLongTermStore:
 
         watched = self._item_keys(tenant_id, user_id)
         await self._unless_erased(tenant_id, user_id, erasure, prune, watch=watched)
-        if pruning.count():
-            await self.apply_retention(tenant_id, user_id, erasure=erasure)
+        await self.apply_retention(tenant_id, user_id, erasure=erasure)
         return pruning
 
     def _item_keys(self, tenant_id: str, user_id: str) -> list[str]:

@@ -18,7 +18,7 @@ import redis.asyncio as aioredis
 
 from llm_bot.adapters.redis_erasure import ErasureMarks, generation, mark_changed
 from llm_bot.adapters.redis_errors import redis_failures_retryable
-from llm_bot.adapters.redis_keys import RedisKeys, activity_member
+from llm_bot.adapters.redis_keys import RedisKeys, activity_member, user_member
 from llm_bot.adapters.redis_registry import REGISTER_LUA, registered
 from llm_bot.errors import ErasedMeanwhile, MemoryConflict
 from llm_bot.memory.long_term import LongTermBundle
@@ -201,6 +201,7 @@ class RedisMemoryStore:
             for start in range(0, len(doomed), 500):
                 deleted += int(await self._redis.unlink(*doomed[start : start + 500]))
             await self._redis.unlink(registry)
+            await self._redis.zrem(self._keys.retention_schedule(), user_member(tenant_id, user_id))
             if conversations:
                 members = [activity_member(key) for key in conversations]
                 await self._redis.zrem(self._keys.activity(), *members)

@@ -56,14 +56,18 @@ async def sweep_forever(
     interval_seconds: float,
     stop: asyncio.Event,
     clock: Callable[[], float],
+    retention: Callable[[float], Awaitable[int]] | None = None,
 ) -> None:
-    """Sweep every ``interval_seconds`` until ``stop`` is set; failures are logged and the
-    next sweep tries again."""
+    """Sweep every ``interval_seconds`` until ``stop`` is set: idle conversations, then
+    (``retention``) the long-term memory of users due for retention. Failures are logged
+    and the next sweep tries again."""
     while not stop.is_set():
         try:
             await sweep_once(
                 progress=progress, publish=publish, idle_seconds=idle_seconds, now=clock()
             )
+            if retention is not None:
+                await retention(clock())
         except LlmBotError as exc:  # Redis failures arrive as MemoryUnavailable
             log.warning("sweep.failed", error=str(exc), error_type=type(exc).__name__)
         with contextlib.suppress(TimeoutError):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
 import structlog
@@ -27,6 +27,7 @@ from llm_bot.memory.recall_items import (
     conversation_entries,
     conversation_of,
     long_term_entry,
+    long_term_entry_id,
 )
 from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import Embedder, LongTermStore, MemoryProgress, RecallIndex
@@ -107,6 +108,19 @@ class Indexer:
         if written or removed:
             log.info("index.long_term_reconciled", written=written, removed=removed)
         return written
+
+    async def remove_long_term(
+        self, tenant_id: str, user_id: str, removed: Mapping[str, Sequence[str]]
+    ) -> int:
+        """Remove the entries of long-term items that left memory (kind → ids; profile
+        attributes have none)."""
+        entries = [
+            long_term_entry_id(kind, item_id)
+            for kind, ids in removed.items()
+            if kind != "profile"
+            for item_id in ids
+        ]
+        return await self._index.remove(tenant_id, user_id, entries) if entries else 0
 
     async def prune_expired(self, tenant_id: str, user_id: str) -> int:
         """Remove the entries of conversations whose raw trace is gone (retention)."""

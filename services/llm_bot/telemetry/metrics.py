@@ -77,6 +77,12 @@ class Metrics:
             ["kind"],
             registry=registry,
         )
+        self.ltm_evictions = Counter(
+            "llmbot_ltm_evictions",
+            "Long-term items removed by the retention sweep (age or count), by kind.",
+            ["kind"],
+            registry=registry,
+        )
         self.ltm_facts = Counter(
             "llmbot_ltm_facts",
             "Facts the summarizer returned, by what they did to long-term memory: added (new), "

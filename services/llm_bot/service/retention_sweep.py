@@ -1,0 +1,91 @@
+"""Retention without writes (SPEC 5.5): the worker's sweep ages out the long-term memory
+of users who are due, whether or not they are still talking.
+
+Every write schedules the user (``RedisLongTermStore.apply_retention``) for when their
+oldest remaining item ages out; each sweep takes the users who are due, applies
+retention under their current erasure generation (which reschedules them, or drops them
+when nothing is left), removes the evicted items' retrieval-index entries, and prunes the
+index entries of their conversations whose raw trace expired. Failures are per user: the
+user stays due and the next sweep tries again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+import structlog
+
+from llm_bot.errors import LlmBotError
+from llm_bot.memory.retention import RetentionPlan
+from llm_bot.telemetry.metrics import Metrics
+
+log = structlog.get_logger(__name__)
+
+SWEEP_USERS = 100
+"""Users handled per sweep (the rest are handled by the next sweeps)."""
+
+
+class RetentionTarget(Protocol):
+    async def due(self, now: float, limit: int = SWEEP_USERS) -> list[tuple[str, str]]: ...
+
+    async def apply_retention(
+        self, tenant_id: str, user_id: str, *, erasure: str
+    ) -> RetentionPlan: ...
+
+
+class ErasureGeneration(Protocol):
+    async def erasure(self, tenant_id: str, user_id: str) -> str: ...
+
+
+class IndexPruning(Protocol):
+    async def remove_long_term(
+        self, tenant_id: str, user_id: str, evicted: Mapping[str, Sequence[str]]
+    ) -> int: ...
+
+    async def prune_expired(self, tenant_id: str, user_id: str) -> int: ...
+
+
+class RetentionSweep:
+    """Applies age retention to the users who are due."""
+
+    def __init__(
+        self,
+        *,
+        ltm: RetentionTarget,
+        marks: ErasureGeneration,
+        index: IndexPruning | None,
+        metrics: Metrics,
+    ) -> None:
+        self._ltm = ltm
+        self._marks = marks
+        self._index = index
+        self._metrics = metrics
+
+    async def run_once(self, now: float) -> int:
+        """Apply retention to every user due by ``now`` (at most ``SWEEP_USERS``); returns
+        the number of items evicted."""
+        evicted = 0
+        for tenant_id, user_id in await self._ltm.due(now, SWEEP_USERS):
+            try:
+                evicted += await self._apply(tenant_id, user_id)
+            except LlmBotError as exc:  # erased meanwhile, Redis down: next sweep
+                log.warning(
+                    "retention.sweep_failed",
+                    tenant_id=tenant_id,
+                    error=str(exc),
+                    error_type=type(exc).__name__,
+                )
+        if evicted:
+            log.info("retention.swept", evicted=evicted)
+        return evicted
+
+    async def _apply(self, tenant_id: str, user_id: str) -> int:
+        erasure = await self._marks.erasure(tenant_id, user_id)
+        plan = await self._ltm.apply_retention(tenant_id, user_id, erasure=erasure)
+        for kind, ids in plan.evicted.items():
+            self._metrics.ltm_evictions.labels(kind).inc(len(ids))
+        if self._index is not None:
+            await self._index.remove_long_term(tenant_id, user_id, plan.evicted)
+            await self._index.prune_expired(tenant_id, user_id)
+        return plan.count()
