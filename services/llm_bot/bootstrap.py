@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry
 from llm_bot import __version__
 from llm_bot.adapters.openai_embedder import OpenAIEmbedder
 from llm_bot.adapters.openai_model import OpenAIChatModel
+from llm_bot.adapters.providers import provider_name, takes_prompt_cache_key
 from llm_bot.adapters.rabbit_topology import Topology
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.adapters.redis_lease import RedisConversationLease
@@ -221,12 +222,16 @@ def build_foundation(
     tracer = provider.get_tracer(TRACER_NAME, __version__)
     metrics = Metrics(registry=registry or CollectorRegistry())
     client = model_client(settings)
+    gen_ai_provider = settings.provider_name or provider_name(settings.openai_base_url)
     model = OpenAIChatModel(
         client=client,
         model=settings.openai_model,
         api=settings.api,
         tracer=tracer,
         metrics=metrics,
+        provider_name=gen_ai_provider,
+        send_cache_key=settings.prompt_cache_key == "on"
+        or (settings.prompt_cache_key == "auto" and takes_prompt_cache_key(gen_ai_provider)),
     )
     redis = redis_client(settings)
     return Foundation(

@@ -51,6 +51,12 @@ class Settings(BaseSettings):
     openai_model: str = Field("gpt-4o-mini", min_length=1, validation_alias=_env("OPENAI_MODEL"))
     openai_timeout_ms: int = Field(30000, ge=100, validation_alias=_env("OPENAI_TIMEOUT_MS"))
     api: Literal["chat", "responses"] = Field("chat", validation_alias=_env("LLM_BOT_API"))
+    provider_name: str | None = Field(
+        None, max_length=64, validation_alias=_env("LLM_BOT_PROVIDER_NAME")
+    )
+    prompt_cache_key: Literal["auto", "on", "off"] = Field(
+        "auto", validation_alias=_env("LLM_BOT_PROMPT_CACHE_KEY")
+    )
     model_http_client: Literal["aiohttp", "httpx"] = Field(
         "aiohttp", validation_alias=_env("LLM_BOT_MODEL_HTTP_CLIENT")
     )
@@ -174,7 +180,9 @@ class Settings(BaseSettings):
         "llm-bot.internal.llmbot.v1.dlq", min_length=1, validation_alias=_env("LLM_BOT_DLQ")
     )
 
-    @field_validator("log_level", "log_format", "api", "embeddings", mode="before")
+    @field_validator(
+        "log_level", "log_format", "api", "embeddings", "prompt_cache_key", mode="before"
+    )
     @classmethod
     def _lower(cls, value: object) -> object:
         return value.lower() if isinstance(value, str) else value
@@ -204,7 +212,9 @@ class Settings(BaseSettings):
             )
         return value
 
-    @field_validator("openai_base_url", "embedding_base_url", "qdrant_url", mode="before")
+    @field_validator(
+        "openai_base_url", "embedding_base_url", "qdrant_url", "provider_name", mode="before"
+    )
     @classmethod
     def _blank_is_none(cls, value: object) -> object:
         return None if value == "" else value

@@ -46,15 +46,23 @@ class ModelReply:
     model: str
     input_tokens: int
     output_tokens: int
+    cached_input_tokens: int = 0
+    """Of ``input_tokens``, those the provider served from its prompt cache."""
 
 
 class ChatModel(Protocol):
     """Generates the assistant reply for an assembled context."""
 
     async def complete(
-        self, messages: Sequence[PromptMessage], *, conversation_id: str | None = None
+        self,
+        messages: Sequence[PromptMessage],
+        *,
+        conversation_id: str | None = None,
+        cache_key: str | None = None,
     ) -> ModelReply:
-        """Raise ``ModelUnavailable``/``ModelTimeout`` (retryable) or ``ModelRejected``."""
+        """Raise ``ModelUnavailable``/``ModelTimeout`` (retryable) or ``ModelRejected``.
+        ``cache_key``: groups requests whose prompts share a prefix (the provider's
+        ``prompt_cache_key``, where it takes one)."""
         ...
 
 

@@ -169,16 +169,28 @@ def _message(rng: random.Random, lead: str = "") -> str:
             return text
 
 
-def conversation(turns: int, seed: int, *, ask_facts: bool = False) -> list[str]:
+CORRECTION = "Actually, my budget is now 450 baht."
+CORRECTED = re.compile(r"450 baht", re.I)
+"""With ``--correct-at N`` the budget planted at turn 16 changes at turn N (the message
+leads with :data:`CORRECTION`): the last prompt should carry 450 baht and not 300 baht."""
+
+
+def conversation(
+    turns: int, seed: int, *, ask_facts: bool = False, correct_at: int = 0
+) -> list[str]:
     """The user messages of one conversation; the planted facts at their fixed turns; with
-    ``ask_facts`` the last message asks about them (:data:`ASK_FACTS`)."""
+    ``ask_facts`` the last message asks about them (:data:`ASK_FACTS`); with ``correct_at``
+    the budget changes at that turn (:data:`CORRECTION`)."""
     rng = random.Random(seed)
-    planted = {fact.turn: fact for fact in FACTS}
+    planted = {fact.turn: fact.sentence for fact in FACTS}
+    if correct_at:
+        planted[correct_at] = CORRECTION
+    markers = [*(f.marker for f in FACTS), CORRECTED]
     messages = []
     for turn in range(1, turns + 1):
-        fact = planted.get(turn)
-        text = _message(rng, fact.sentence if fact else "")
-        if fact is None and any(f.marker.search(text) for f in FACTS):
+        lead = planted.get(turn)
+        text = _message(rng, lead or "")
+        if lead is None and any(marker.search(text) for marker in markers):
             raise AssertionError(f"filler of turn {turn} contains a planted marker: {text}")
         messages.append(text)
     if ask_facts:
@@ -264,6 +276,48 @@ async def baseline(
     return result
 
 
+def _serialized(messages: Sequence[dict[str, Any]]) -> str:
+    """The messages as a provider sees their order: role, then content, one after another."""
+    return "".join(f"<|{m.get('role')}|>{m.get('content') or ''}" for m in messages)
+
+
+def repeated_prefix(previous: Sequence[dict[str, Any]], current: Sequence[dict[str, Any]]) -> int:
+    """Tokens of ``current`` that repeat ``previous`` from the start: what a provider's
+    prompt cache could serve (it caches exact prefixes)."""
+    before, now = _serialized(previous), _serialized(current)
+    same = 0
+    for a, b in zip(before, now, strict=False):
+        if a != b:
+            break
+        same += 1
+    return COUNTER.count(now[:same]) if same else 0
+
+
+def _system_parts(messages: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """The leading system message split at its ``[MEMORY:X]`` headings."""
+    if not messages or messages[0].get("role") != "system":
+        return {}
+    parts: dict[str, list[str]] = {"head": []}
+    current = "head"
+    for line in str(messages[0].get("content") or "").splitlines():
+        if heading := re.fullmatch(r"\[MEMORY:(\w+)\]", line):
+            current = heading.group(1)
+            parts[current] = []
+        else:
+            parts[current].append(line)
+    return {name: "\n".join(lines) for name, lines in parts.items()}
+
+
+def changed_sections(
+    previous: Sequence[dict[str, Any]], current: Sequence[dict[str, Any]]
+) -> list[str]:
+    """The parts of the system message that differ between two consecutive prompts."""
+    if not previous:
+        return []
+    before, now = _system_parts(previous), _system_parts(current)
+    return sorted(name for name in before.keys() | now.keys() if before.get(name) != now.get(name))
+
+
 class Recorder:
     """The fake model's responder, counting every chat request it answers.
 
@@ -280,6 +334,12 @@ class Recorder:
         self.summarizer_turns: list[int] = []
         self.classifier: list[int] = []
         self.oversize_summaries = 0
+        self.prefix: list[int] = []
+        """Per reply request: tokens of its longest common prefix with the previous one."""
+        self.section_changes: dict[str, int] = {}
+        """Per part of the leading system message: reply requests where it differed from
+        the previous request's (``[MEMORY:X]`` sections, ``head`` before the first)."""
+        self._previous: list[dict[str, Any]] = []
 
     def __call__(self, request: RecordedRequest) -> str:
         messages = request.messages()
@@ -288,6 +348,10 @@ class Recorder:
         reply = memory_responder(request)
         if name is None:
             self.replies.append(tokens)
+            self.prefix.append(repeated_prefix(self._previous, messages))
+            for part in changed_sections(self._previous, messages):
+                self.section_changes[part] = self.section_changes.get(part, 0) + 1
+            self._previous = messages
             self.last_reply = messages
         elif name == "memory_compaction":
             self.summarizer.append(tokens)
@@ -447,7 +511,15 @@ def _facts_cell(measured: Measured) -> str:
     return f"{sum(v is not None for v in found.values())}/{len(found)}"
 
 
-def report(turns: int, settle_every: int, full: Measured, window: Measured, run: BotRun) -> None:
+def report(
+    turns: int,
+    settle_every: int,
+    full: Measured,
+    window: Measured,
+    run: BotRun,
+    *,
+    correct_at: int = 0,
+) -> None:
     bot_m, rec = run.measured, run.recorder
     print(f"\n## {turns} turns\n")
     print("| strategy | total prompt tokens | max per turn | ratio to full history | planted facts reachable at last turn |")  # fmt: skip
@@ -469,6 +541,14 @@ def report(turns: int, settle_every: int, full: Measured, window: Measured, run:
     )
     both = bot_m.total + worker
     print(f"| llm-bot replies + worker | {both:,} | - | {both / full.total:.4f} | - |")
+    shared = sum(rec.prefix)
+    print(
+        f"\nrepeated prefix: {shared:,} of {bot_m.total:,} reply-prompt tokens "
+        f"({shared / max(1, bot_m.total):.1%}) repeat the previous turn's prompt from its "
+        f"start; system-message parts that changed from one reply prompt to the next "
+        f"(of {max(0, len(rec.prefix) - 1)}): "
+        + ", ".join(f"{k} {v}" for k, v in sorted(rec.section_changes.items(), key=lambda x: -x[1]))
+    )
     over = [t for t, n in enumerate(bot_m.per_turn, start=1) if n > run.budget]
     print(f"\nllm-bot input budget: {run.budget} tokens")
     print(
@@ -484,6 +564,13 @@ def report(turns: int, settle_every: int, full: Measured, window: Measured, run:
     )
     for name, where in bot_m.reachable().items():
         print(f"  fact {name}: {where or 'NOT in the last prompt'}")
+    if correct_at:
+        new = locate(CORRECTED, bot_m.last_prompt)
+        print(
+            f"  correction at turn {correct_at} (budget 300 -> 450 baht): 450 baht "
+            f"{'in ' + new if new else 'NOT in the last prompt'}; 300 baht "
+            + (f"still in {old}" if (old := locate(FACTS[4].marker, bot_m.last_prompt)) else "gone")
+        )
     print(
         f"  worker: summarizer {sum(rec.summarizer):,} tokens in {len(rec.summarizer)} requests "
         f"(largest {max(rec.summarizer, default=0):,} tokens carrying "
@@ -537,7 +624,7 @@ async def run(args: argparse.Namespace) -> None:
 
 
 async def one_length(urls: ServiceUrls, turns: int, args: argparse.Namespace) -> None:
-    messages = conversation(turns, args.seed, ask_facts=args.ask_facts)
+    messages = conversation(turns, args.seed, ask_facts=args.ask_facts, correct_at=args.correct_at)
     sizes = [_count(m) for m in messages]
     print(
         f"\n# {turns}-turn conversation (seed {args.seed}"
@@ -549,7 +636,7 @@ async def one_length(urls: ServiceUrls, turns: int, args: argparse.Namespace) ->
         full = await baseline(model, messages, windowed=False, progress_every=args.progress_every)
         window = await baseline(model, messages, windowed=True, progress_every=args.progress_every)
     bot_run = await llm_bot(urls, messages, args)
-    report(turns, args.settle_every, full, window, bot_run)
+    report(turns, args.settle_every, full, window, bot_run, correct_at=args.correct_at)
 
 
 def main() -> None:
@@ -558,6 +645,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--ask-facts", action="store_true", help="the last message asks about the planted facts"
+    )
+    parser.add_argument(
+        "--correct-at",
+        type=int,
+        default=0,
+        help="the planted budget changes to 450 baht at this turn (0: never)",
     )
     parser.add_argument("--max-context-tokens", type=int, default=5280)
     parser.add_argument("--max-output-tokens", type=int, default=1024)

@@ -403,7 +403,7 @@ def test_candidate_dumps_with_schema_key_and_round_trips() -> None:
     assert wire["schema"] == "candidate.v1"
     assert "schema_" not in wire
     assert (wire["kind"], wire["status"], wire["turn"]) == ("text", "proposed", 7)
-    assert wire["usage"] == {"input_tokens": 812, "output_tokens": 41}
+    assert wire["usage"] == {"input_tokens": 812, "output_tokens": 41, "cached_input_tokens": 0}
     assert CandidateV1.model_validate_json(candidate.model_dump_json(by_alias=True)) == candidate
     assert CandidateV1.model_validate(candidate.model_dump(by_alias=True)) == candidate
 

@@ -42,6 +42,7 @@ class OpenAIChatModel:
         metrics: Metrics,
         api: Literal["chat", "responses"] = "chat",
         provider_name: str = "openai",
+        send_cache_key: bool = True,
     ) -> None:
         self._client = client
         self._model = model
@@ -49,6 +50,7 @@ class OpenAIChatModel:
         self._tracer = tracer
         self._metrics = metrics
         self._provider = provider_name
+        self._send_cache_key = send_cache_key
         url = urlsplit(str(client.base_url))
         self._server = (url.hostname or "", url.port or (443 if url.scheme == "https" else 80))
 
@@ -75,8 +77,10 @@ class OpenAIChatModel:
         *,
         conversation_id: str | None = None,
         json_schema: tuple[str, dict[str, Any]] | None = None,
+        cache_key: str | None = None,
     ) -> ModelReply:
-        """One model request in a CLIENT span ``chat {model}`` (GenAI conventions)."""
+        """One model request in a CLIENT span ``chat {model}`` (GenAI conventions).
+        ``cache_key`` is sent as ``prompt_cache_key`` unless configured off."""
         attributes: dict[str, str | int] = {
             "gen_ai.operation.name": "chat",
             "gen_ai.provider.name": self._provider,
@@ -95,7 +99,8 @@ class OpenAIChatModel:
             set_status_on_exception=False,
         ) as span:
             try:
-                reply = await self._call(messages, json_schema)
+                key = cache_key if self._send_cache_key else None
+                reply = await self._call(messages, json_schema, key)
             except Exception as exc:
                 self._metrics.model_request(
                     api=self._api, ok=False, seconds=time.perf_counter() - started
@@ -110,16 +115,21 @@ class OpenAIChatModel:
                 seconds=time.perf_counter() - started,
                 input_tokens=reply.input_tokens,
                 output_tokens=reply.output_tokens,
+                cached_input_tokens=reply.cached_input_tokens,
             )
             return reply
 
     async def _call(
-        self, messages: Sequence[PromptMessage], json_schema: tuple[str, dict[str, Any]] | None
+        self,
+        messages: Sequence[PromptMessage],
+        json_schema: tuple[str, dict[str, Any]] | None,
+        cache_key: str | None,
     ) -> ModelReply:
+        extra: dict[str, Any] = {"prompt_cache_key": cache_key} if cache_key else {}
         try:
             if self._api == "responses":
-                return await self._responses(messages, json_schema)
-            return await self._chat(messages, json_schema)
+                return await self._responses(messages, json_schema, extra)
+            return await self._chat(messages, json_schema, extra)
         except openai.APITimeoutError as exc:
             if _refused(exc):
                 raise ModelUnavailable("model endpoint unreachable") from exc
@@ -133,9 +143,11 @@ class OpenAIChatModel:
             raise ModelRejected(detail) from exc
 
     async def _chat(
-        self, messages: Sequence[PromptMessage], json_schema: tuple[str, dict[str, Any]] | None
+        self,
+        messages: Sequence[PromptMessage],
+        json_schema: tuple[str, dict[str, Any]] | None,
+        extra: dict[str, Any],
     ) -> ModelReply:
-        extra: dict[str, Any] = {}
         if json_schema is not None:
             name, schema = json_schema
             extra["response_format"] = {
@@ -153,17 +165,21 @@ class OpenAIChatModel:
         if not response.choices:
             raise ModelUnavailable("model returned no choices")
         usage = response.usage
+        details = usage.prompt_tokens_details if usage else None
         return ModelReply(
             text=response.choices[0].message.content or "",
             model=response.model or self._model,
             input_tokens=usage.prompt_tokens if usage else 0,
             output_tokens=usage.completion_tokens if usage else 0,
+            cached_input_tokens=(details.cached_tokens or 0) if details else 0,
         )
 
     async def _responses(
-        self, messages: Sequence[PromptMessage], json_schema: tuple[str, dict[str, Any]] | None
+        self,
+        messages: Sequence[PromptMessage],
+        json_schema: tuple[str, dict[str, Any]] | None,
+        extra: dict[str, Any],
     ) -> ModelReply:
-        extra: dict[str, Any] = {}
         if json_schema is not None:
             name, schema = json_schema
             extra["text"] = {
@@ -175,11 +191,13 @@ class OpenAIChatModel:
             **extra,
         )
         usage = response.usage
+        details = usage.input_tokens_details if usage else None
         return ModelReply(
             text=response.output_text,
             model=response.model or self._model,
             input_tokens=usage.input_tokens if usage else 0,
             output_tokens=usage.output_tokens if usage else 0,
+            cached_input_tokens=(details.cached_tokens or 0) if details else 0,
         )
 
 
@@ -198,3 +216,4 @@ def _record_usage(span: Span, reply: ModelReply) -> None:
     span.set_attribute("gen_ai.response.model", reply.model)
     span.set_attribute("gen_ai.usage.input_tokens", reply.input_tokens)
     span.set_attribute("gen_ai.usage.output_tokens", reply.output_tokens)
+    span.set_attribute("gen_ai.usage.cache_read.input_tokens", reply.cached_input_tokens)

@@ -128,6 +128,12 @@ class InternalEventV2(_Wire):
 class CandidateUsage(_Wire):
     input_tokens: int = Field(ge=0)
     output_tokens: int = Field(ge=0)
+    cached_input_tokens: int = Field(
+        0,
+        ge=0,
+        description="Of input_tokens, those the provider served from its prompt cache "
+        "(0 when it reports none).",
+    )
 
 
 class CandidateMemory(_Wire):

@@ -98,7 +98,13 @@ def parse_json_object(raw: str) -> dict[str, Any]:
 
 
 def chat_completion_payload(
-    *, completion_id: str, model: str, text: str, prompt_tokens: int, created: int
+    *,
+    completion_id: str,
+    model: str,
+    text: str,
+    prompt_tokens: int,
+    created: int,
+    cached_tokens: int = 0,
 ) -> dict[str, Any]:
     """A ``chat.completion`` object with one assistant choice finishing with ``stop``."""
     completion_tokens = estimate_tokens(text)
@@ -120,6 +126,7 @@ def chat_completion_payload(
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached_tokens, "audio_tokens": 0},
         },
     }
 
@@ -132,6 +139,7 @@ def response_payload(
     text: str,
     input_tokens: int,
     created: float,
+    cached_tokens: int = 0,
 ) -> dict[str, Any]:
     """A completed Responses API ``response`` object with one ``output_text`` message."""
     output_tokens = estimate_tokens(text)
@@ -166,7 +174,7 @@ def response_payload(
         ],
         "usage": {
             "input_tokens": input_tokens,
-            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "input_tokens_details": {"cached_tokens": cached_tokens, "cache_write_tokens": 0},
             "output_tokens": output_tokens,
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": input_tokens + output_tokens,

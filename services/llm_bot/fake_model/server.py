@@ -26,6 +26,7 @@ from typing import Any, Self
 
 from aiohttp import web
 
+from llm_bot.fake_model.prompt_cache import PromptCache
 from llm_bot.fake_model.responses import (
     BadRequestError,
     chat_completion_payload,
@@ -69,6 +70,8 @@ class FakeModelServer:
         self._runner: web.AppRunner | None = None
         self.requests: list[RecordedRequest] = []
         """Every request received, in arrival order, including faulted ones."""
+        self.prompt_cache = PromptCache()
+        """Reports ``cached_tokens`` as OpenAI would (see ``prompt_cache.py``)."""
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -149,6 +152,7 @@ class FakeModelServer:
         """Forget recorded requests and any queued script steps (latency is kept)."""
         self.requests.clear()
         self._script.clear()
+        self.prompt_cache.clear()
 
     @property
     def pending_script(self) -> int:
@@ -238,8 +242,15 @@ class FakeModelServer:
             text=text,
             prompt_tokens=estimate_tokens(recorded.prompt_text()),
             created=int(time.time()),
+            cached_tokens=self._cached_tokens(recorded),
         )
         return web.json_response(payload)
+
+    def _cached_tokens(self, recorded: RecordedRequest) -> int:
+        key = recorded.body.get("prompt_cache_key")
+        return self.prompt_cache.cached_tokens(
+            key if isinstance(key, str) else None, recorded.prompt_text()
+        )
 
     async def _responses(self, recorded: RecordedRequest) -> web.Response:
         text = await self._reply_text(recorded)
@@ -253,6 +264,7 @@ class FakeModelServer:
             text=text,
             input_tokens=estimate_tokens(recorded.prompt_text()),
             created=time.time(),
+            cached_tokens=self._cached_tokens(recorded),
         )
         return web.json_response(payload)
 

@@ -6,6 +6,7 @@ in the node that knows the route costs LangGraph no separate branch step per eve
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 from typing import Any
 
@@ -31,6 +32,14 @@ Update = dict[str, Any]
 INGEST_NEXT = ("recall", END)
 ROUTES_WITHOUT_MODEL = ("tool", "transcript")
 RECALL_NEXT = ("call_model", "remember", END)
+
+
+def prompt_cache_key(tenant_id: str, user_id: str) -> str:
+    """The provider's ``prompt_cache_key`` for one user: their prompts share the system
+    prompt and memory block, so routing them together lets the cache hit. A digest, so
+    the provider never learns tenant or user ids."""
+    digest = hashlib.sha256(f"{tenant_id}|{user_id}".encode()).hexdigest()[:32]
+    return f"llmbot-{digest}"
 
 
 async def ingest(state: GraphState, runtime: Runtime[GraphContext]) -> Command[str]:
@@ -179,11 +188,17 @@ async def call_model(state: GraphState, runtime: Runtime[GraphContext]) -> Updat
         ctx.metrics.recalled_items.observe(context.recalled_items)
     prompt = context.messages
     ctx.metrics.window_messages.observe(len(state["messages"]))
-    reply = await ctx.model.complete(prompt, conversation_id=state["event"].key.conversation_id)
+    key = state["event"].key
+    reply = await ctx.model.complete(
+        prompt,
+        conversation_id=key.conversation_id,
+        cache_key=prompt_cache_key(key.tenant_id, key.user_id),
+    )
     log.info(
         "model.replied",
         model=reply.model,
         input_tokens=reply.input_tokens,
+        cached_input_tokens=reply.cached_input_tokens,
         output_tokens=reply.output_tokens,
         window_messages=len(state["messages"]),
     )
@@ -214,7 +229,11 @@ async def build_candidate(state: GraphState, runtime: Runtime[GraphContext]) -> 
         text=reply.text,
         created_at=now,
         model=reply.model,
-        usage=CandidateUsage(input_tokens=reply.input_tokens, output_tokens=reply.output_tokens),
+        usage=CandidateUsage(
+            input_tokens=reply.input_tokens,
+            output_tokens=reply.output_tokens,
+            cached_input_tokens=reply.cached_input_tokens,
+        ),
         memory=CandidateMemory(
             window_messages=state["context"].window_messages,
             summary=state["context"].summary_included,

@@ -178,13 +178,24 @@ class Metrics:
         self.events.labels("retried").inc()
 
     def model_request(
-        self, *, api: str, ok: bool, seconds: float, input_tokens: int = 0, output_tokens: int = 0
+        self,
+        *,
+        api: str,
+        ok: bool,
+        seconds: float,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cached_input_tokens: int = 0,
     ) -> None:
+        """One model request; ``cached_input_tokens`` are part of ``input_tokens`` (type
+        ``cached_input`` counts them again, for the cache's hit share)."""
         self.model_duration.labels(api, "ok" if ok else "error").observe(seconds)
         if input_tokens:
             self.model_tokens.labels("input").inc(input_tokens)
         if output_tokens:
             self.model_tokens.labels("output").inc(output_tokens)
+        if cached_input_tokens:
+            self.model_tokens.labels("cached_input").inc(cached_input_tokens)
 
     def window(self, *, sent: int, trimmed_by_chars: int, trimmed_by_count: int) -> None:
         self.window_messages.observe(sent)
