@@ -87,7 +87,14 @@ def _add_dlq_actions(dlq: argparse.ArgumentParser) -> None:
         "--limit", type=_positive_int, default=100, metavar="N", help="at most N (default 100)"
     )
     show.add_argument("--json", action="store_true", help="one JSON object per line")
-    replay = actions.add_parser("replay", help="move dead letters back to the ingress")
+    replay = actions.add_parser("replay", help="move dead letters back to where they came from")
+    for action in (show, replay):
+        action.add_argument(
+            "--queue",
+            choices=dlq_cli.QUEUES,
+            default="events",
+            help="events: the service's DLQ (default); memory: the memory worker's jobs DLQ",
+        )
     replay.add_argument(
         "--limit", type=_positive_int, default=None, metavar="N", help="at most N (default all)"
     )
@@ -96,8 +103,8 @@ def _add_dlq_actions(dlq: argparse.ArgumentParser) -> None:
 
 def _dlq(args: argparse.Namespace, settings: Settings) -> int:
     if args.dlq_command == "list":
-        return dlq_cli.run_list(settings, limit=args.limit, as_json=args.json)
-    return dlq_cli.run_replay(settings, limit=args.limit, code=args.code)
+        return dlq_cli.run_list(settings, limit=args.limit, as_json=args.json, queue=args.queue)
+    return dlq_cli.run_replay(settings, limit=args.limit, code=args.code, queue=args.queue)
 
 
 def _key(args: argparse.Namespace) -> ConversationKey:

@@ -19,7 +19,7 @@ from llm_bot.config import Settings
 from llm_bot.entrypoints import dlq_cli
 from llm_bot.fake_model import FakeModelServer, Fault
 from tests.support.events import encode, message_event, new_id
-from tests.support.harness import Integrator, bot, integrator, running_service
+from tests.support.harness import Integrator, bot, integrator, running_service, running_worker
 
 pytestmark = pytest.mark.integration
 
@@ -228,6 +228,9 @@ def _cli_env(settings: Settings) -> dict[str, str]:
             "LLM_BOT_INGRESS_ROUTING_KEY": settings.ingress_routing_key,
             "LLM_BOT_INGRESS_QUEUE": settings.ingress_queue,
             "LLM_BOT_DLQ": settings.dlq,
+            "LLM_BOT_MEMORY_ROUTING_KEY": settings.memory_routing_key,
+            "LLM_BOT_MEMORY_QUEUE": settings.memory_queue,
+            "LLM_BOT_MEMORY_DLQ": settings.memory_dlq,
             "LLM_BOT_LOG_LEVEL": "warning",
         }
     )
@@ -281,3 +284,34 @@ async def test_cli_lists_as_json_lines_and_replays_by_code(
         missing = settings.model_copy(update={"dlq": "no.such.dlq"})
         assert await asyncio.to_thread(dlq_cli.run_list, missing, limit=5, as_json=False) == 2
         assert "no.such.dlq" in capsys.readouterr().err
+
+
+async def test_the_memory_workers_dlq_is_listed_and_replayed_with_queue_memory(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """A memory job the worker cannot read is dead-lettered to the memory DLQ; ``dlq list
+    --queue memory`` shows it without removing it, ``replay --queue memory`` moves it back
+    to the memory-jobs queue (not the events ingress)."""
+    settings = make_settings()
+    async with integrator(settings) as client:
+        async with running_worker(settings):
+            await client.exchange.publish(
+                aio_pika.Message(b'{"not": "a memory job"}', message_id="job-bad"),
+                routing_key=settings.memory_routing_key,
+            )
+            async with asyncio.timeout(15):
+                while await client.queue_depth(settings.memory_dlq) < 1:
+                    await asyncio.sleep(0.05)
+        code, out, err = await _cli(settings, "list", "--queue", "memory")
+        assert code == 0, err
+        assert "message_id=job-bad" in out
+        assert f"1 of 1 dead letters shown from {settings.memory_dlq}" in out
+        assert await client.queue_depth(settings.memory_dlq) == 1
+        code, out, err = await _cli(settings, "list")  # the default: the events DLQ
+        assert code == 2  # only the worker ran: the service's DLQ was never declared
+        assert f"{settings.dlq!r} does not exist" in err
+        code, out, err = await _cli(settings, "replay", "--queue", "memory")
+        assert code == 0, err
+        assert out.strip() == "replayed 1, left 0"
+        assert await client.queue_depth(settings.memory_dlq) == 0
+        assert await client.queue_depth(settings.memory_queue) == 1  # back where it came from

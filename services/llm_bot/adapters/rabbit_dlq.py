@@ -240,7 +240,8 @@ class RabbitDlq:
             return await channel.declare_queue(self._topology.dlq, passive=True)
         except ChannelNotFoundEntity as exc:
             raise DlqNotFound(
-                f"dead-letter queue {self._topology.dlq!r} does not exist (check LLM_BOT_DLQ)"
+                f"dead-letter queue {self._topology.dlq!r} does not exist "
+                "(check LLM_BOT_DLQ or LLM_BOT_MEMORY_DLQ)"
             ) from exc
 
     async def _ingress_exchange(self, channel: AbstractChannel) -> AbstractExchange:

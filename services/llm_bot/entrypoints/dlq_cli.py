@@ -1,8 +1,11 @@
-"""``llm-bot dlq list|replay``: inspect the dead-letter queue and move messages back.
+"""``llm-bot dlq list|replay``: inspect a dead-letter queue and move messages back.
 
-``list`` is non-destructive (every message stays in the DLQ, in order); ``replay``
-republishes messages to the ingress exchange and removes them from the DLQ once the broker
-confirmed the publish. Bodies are never printed: they are user content.
+``--queue events`` (the default) is the service's DLQ (``LLM_BOT_DLQ``), replayed to the
+ingress routing key; ``--queue memory`` is the memory worker's (``LLM_BOT_MEMORY_DLQ``),
+replayed to the memory-jobs routing key. ``list`` is non-destructive (every message stays
+in the DLQ, in order); ``replay`` republishes messages to the exchange and removes them
+from the DLQ once the broker confirmed the publish. Bodies are never printed: they are
+user content.
 """
 
 from __future__ import annotations
@@ -27,6 +30,13 @@ from llm_bot.config import Settings
 from llm_bot.entrypoints.startup import connect_amqp
 
 ERROR_TEXT_LIMIT = 200
+QUEUES = ("events", "memory")
+
+
+def topology_of(settings: Settings, queue: str) -> Topology:
+    """The topology whose ``dlq`` and ingress routing key are those of ``queue``."""
+    topology = Topology.from_settings(settings)
+    return topology.for_memory_worker() if queue == "memory" else topology
 
 
 async def _connect(settings: Settings) -> AbstractConnection:
@@ -34,11 +44,13 @@ async def _connect(settings: Settings) -> AbstractConnection:
     return await connect_amqp(settings.amqp_url.get_secret_value())
 
 
-async def list_dead_letters(settings: Settings, *, limit: int) -> tuple[list[DeadLetter], int]:
+async def list_dead_letters(
+    settings: Settings, *, limit: int, queue: str = "events"
+) -> tuple[list[DeadLetter], int]:
     """Up to ``limit`` dead letters from the head of the DLQ and the DLQ depth."""
     connection = await _connect(settings)
     try:
-        dlq = RabbitDlq(connection=connection, topology=Topology.from_settings(settings))
+        dlq = RabbitDlq(connection=connection, topology=topology_of(settings, queue))
         depth = await dlq.depth()
         return await dlq.list_dead_letters(limit), depth
     finally:
@@ -46,11 +58,11 @@ async def list_dead_letters(settings: Settings, *, limit: int) -> tuple[list[Dea
 
 
 async def replay_dead_letters(
-    settings: Settings, *, limit: int | None, code: str | None
+    settings: Settings, *, limit: int | None, code: str | None, queue: str = "events"
 ) -> ReplayResult:
     connection = await _connect(settings)
     try:
-        dlq = RabbitDlq(connection=connection, topology=Topology.from_settings(settings))
+        dlq = RabbitDlq(connection=connection, topology=topology_of(settings, queue))
         return await dlq.replay(limit=limit, code=code)
     finally:
         await connection.close()
@@ -97,23 +109,26 @@ def render_replay(result: ReplayResult, *, limit: int | None, code: str | None) 
     return f"replayed {result.replayed}, left {result.left}{why}"
 
 
-def run_list(settings: Settings, *, limit: int, as_json: bool) -> int:
+def run_list(settings: Settings, *, limit: int, as_json: bool, queue: str = "events") -> int:
     """``llm-bot dlq list``; exit code 2 when the DLQ does not exist."""
     try:
-        letters, depth = asyncio.run(list_dead_letters(settings, limit=limit))
+        letters, depth = asyncio.run(list_dead_letters(settings, limit=limit, queue=queue))
     except DlqNotFound as exc:
         print(f"llm-bot: {exc}", file=sys.stderr)
         return 2
-    for line in render_list(letters, depth=depth, queue=settings.dlq, as_json=as_json):
+    name = topology_of(settings, queue).dlq
+    for line in render_list(letters, depth=depth, queue=name, as_json=as_json):
         print(line)
     return 0
 
 
-def run_replay(settings: Settings, *, limit: int | None, code: str | None) -> int:
+def run_replay(
+    settings: Settings, *, limit: int | None, code: str | None, queue: str = "events"
+) -> int:
     """``llm-bot dlq replay``; exit code 2 for a missing queue or exchange, 1 when a
     republish failed (that message and the rest stay in the DLQ)."""
     try:
-        result = asyncio.run(replay_dead_letters(settings, limit=limit, code=code))
+        result = asyncio.run(replay_dead_letters(settings, limit=limit, code=code, queue=queue))
     except DlqNotFound as exc:
         print(f"llm-bot: {exc}", file=sys.stderr)
         return 2
