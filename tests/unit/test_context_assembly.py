@@ -21,7 +21,7 @@ from llm_bot.memory.long_term import (
     ProfileAttribute,
     SemanticFact,
 )
-from llm_bot.memory.memory_block import MEMORY_FRAMING, render_memory_block
+from llm_bot.memory.memory_block import MEMORY_FRAMING, collect_items, render_memory_block
 from llm_bot.memory.messages import ChatMessage, Role, ToolCall
 from llm_bot.memory.tokens import (
     CharEstimateCounter,
@@ -29,6 +29,7 @@ from llm_bot.memory.tokens import (
     TokenCounter,
     count_chat_tokens,
 )
+from llm_bot.memory.topic import RecalledRecord
 from llm_bot.ports import PromptMessage
 
 EMPTY = LongTermBundle()
@@ -597,3 +598,20 @@ def test_assembly_is_deterministic() -> None:
     second = assemble(SCORED, SUMMARY, budget=exact(200))
     assert first == second
     assert _roles(first.messages)[-3:] == ["user", "assistant", "user"]
+
+
+def test_recalled_items_the_last_turn_recalled_too_come_first() -> None:
+    """Carried items first (chronologically), then the new ones (chronologically): a search
+    that keeps most of the last selection changes the end of the section, not its start."""
+    records = [
+        RecalledRecord(id=f"m{n}", text=f"said on day {n}", score=0.5, date=f"2025-01-0{n}")
+        for n in (1, 2, 3, 4)
+    ]
+    items = collect_items(LongTermBundle(), "", records, carried={"m2", "m4"})
+    assert [i.id for i in items.recalled] == ["m2", "m4", "m1", "m3"]
+    assert [i.id for i in collect_items(LongTermBundle(), "", records).recalled] == [
+        "m1",
+        "m2",
+        "m3",
+        "m4",
+    ]

@@ -34,6 +34,12 @@ ROUTES_WITHOUT_MODEL = ("tool", "transcript")
 RECALL_NEXT = ("call_model", "remember", END)
 
 
+def _last_selection(recalled: Recalled) -> frozenset[str]:
+    """Ids of what the previous turn recalled (the conversation's topic selection)."""
+    topic = recalled.memory.topic
+    return frozenset(record.id for record in topic.selection) if topic else frozenset()
+
+
 def prompt_cache_key(tenant_id: str, user_id: str) -> str:
     """The provider's ``prompt_cache_key`` for one user: their prompts share the system
     prompt and memory block, so routing them together lets the cache hit. A digest, so
@@ -175,6 +181,7 @@ async def call_model(state: GraphState, runtime: Runtime[GraphContext]) -> Updat
         budget=ctx.budget,
         counter=ctx.counter,
         recalled=retrieval.records if retrieval is not None else (),
+        carried=_last_selection(recalled),
     )
     if context.over_budget:
         log.error("context.over_budget", tokens=context.tokens, budget=context.budget)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
@@ -253,9 +253,11 @@ def assemble_context(
     budget: ContextBudget,
     counter: TokenCounter,
     recalled: Sequence[RecalledRecord] = (),
+    carried: Collection[str] = (),
 ) -> AssembledContext:
     """The prompt for the model: ``window`` ends with the current turn (its user message,
-    or the tool results that continue it); ``recalled`` is what retrieval found.
+    or the tool results that continue it); ``recalled`` is what retrieval found,
+    ``carried`` the ids of those the previous turn recalled too (shown first).
 
     Raises ValueError when the window holds a ``system`` message (the leading system
     message is the only one the prompt may have).
@@ -264,7 +266,7 @@ def assemble_context(
         raise ValueError("the window must not contain system messages")
     asm = _Assembler(
         system_prompt=system_prompt,
-        items=collect_items(bundle, summary, recalled),
+        items=collect_items(bundle, summary, recalled, carried),
         window=window,
         counter=counter,
     )

@@ -16,14 +16,18 @@ a line::
     - (2023-05-08, Caroline) I went to the LGBTQ support group yesterday.
 
 RECALLED holds what retrieval found relevant to the current message (SPEC 5.7), each item
-with its date and speaker (either left out when unknown). It comes last: it changes with
-every search, and what precedes it stays a byte-stable prefix for provider prompt caching.
+with its date and speaker (either left out when unknown). The sections go from the
+slowest-changing to the fastest (measured over a 1,000-turn conversation: profile and facts
+change a handful of times, episodes and summary at each compaction, recalled items at
+nearly every search), so that what precedes a change stays a byte-stable prefix for
+provider prompt caching.
 
 Ordering: profile attributes by key; semantic facts by descending ``salience * confidence``,
 then id; episodic summaries and notable events merged, oldest first by ``created_at`` (ISO
 strings, compared as written) then id; recalled items chronologically (date, then
-their place in the conversation, then id). The date is the first ten characters of
-``created_at``.
+their place in the conversation, then id), those the previous turn recalled too
+(``carried``) first: a search that keeps most of the last selection then changes the
+section's end, not its start. The date is the first ten characters of ``created_at``.
 
 Stored text is data, never structure: every text is sanitised (:func:`sanitize`) so that it
 stays on its own line and cannot open a section of its own. Items whose text is blank after
@@ -98,10 +102,13 @@ class MemoryItems:
 
 
 def collect_items(
-    bundle: LongTermBundle, summary: str, recalled: Sequence[RecalledRecord] = ()
+    bundle: LongTermBundle,
+    summary: str,
+    recalled: Sequence[RecalledRecord] = (),
+    carried: Collection[str] = (),
 ) -> MemoryItems:
     """The bundle's and the recalled items, sanitised and ordered for rendering; blank ones
-    left out."""
+    left out. ``carried``: ids of the items the previous turn recalled (rendered first)."""
     uids = iter(range(bundle.item_count() + len(recalled)))
     profile: list[MemoryItem] = []
     for attr in bundle.profile:
@@ -131,14 +138,15 @@ def collect_items(
         episodic.append(
             MemoryItem(next(uids), "events", text, event.importance, event.created_at, event.id)
         )
-    found: list[tuple[tuple[str, int, int, str], MemoryItem]] = []
+    found: list[tuple[tuple[bool, str, int, int, str], MemoryItem]] = []
     for record in recalled:
         text = sanitize(record.text)
         if text:
             label = ", ".join(filter(None, (_date(record.date), sanitize(record.speaker))))
             line = f"({label}) {text}" if label else text
             item = MemoryItem(next(uids), "recalled", line, record.score, record.date, record.id)
-            found.append(((record.date, record.turn, record.seq, record.id), item))
+            new = record.id not in carried
+            found.append(((new, record.date, record.turn, record.seq, record.id), item))
     return MemoryItems(
         profile=tuple(sorted(profile, key=lambda i: (i.id, i.text))),
         facts=tuple(sorted(facts, key=lambda i: (-i.score, i.id, i.text))),
