@@ -86,7 +86,11 @@ async def test_corrections_supersede_and_the_next_prompt_carries_only_the_new_va
         await worker_settled(client, lambda: service.store.working_memory(second))
         await client.publish(
             message_event(
-                tenant="tfix", user=user, conversation=third.conversation_id, text="hello again"
+                tenant="tfix",
+                user=user,
+                conversation=third.conversation_id,
+                text="Remind me: my phone number, where I live, whether I am vegetarian, "
+                "and which delivery days I prefer?",
             )
         )
         await client.next_candidate()
@@ -109,11 +113,16 @@ async def test_corrections_supersede_and_the_next_prompt_carries_only_the_new_va
     for old in OLD_FACTS:
         assert f"- {old} (confidence" in shown
         assert "superseded by fact_" in shown.split(f"- {old} (confidence", 1)[1].splitlines()[0]
-    # The facts the next prompt asserts are the new ones only (the episode of the first
-    # conversation still tells, dated, what was said then: that is history, not a fact).
-    block = [r for r in model.chat_requests() if schema_name(r) is None][-1].messages()[0]
-    semantic = section(str(block["content"]), "SEMANTIC")
-    assert sorted(semantic) == sorted(f"- {fact}" for fact in NEW_FACTS)
+    # The next prompt, asking about all four, carries the new values and none of the old:
+    # not as facts, not in an episode, not as a recalled message.
+    prompt = [r for r in model.chat_requests() if schema_name(r) is None][-1].messages()
+    block = str(prompt[0]["content"])
+    assert sorted(section(block, "SEMANTIC")) == sorted(f"- {fact}" for fact in NEW_FACTS)
+    assert "[MEMORY:RECALLED]" in block
+    assert "089-765-4321" in block
+    text = "\n".join(str(m["content"]) for m in prompt)
+    for stale in ("081-234-5678", "Bangkok", "weekend", "vegetarian, just so you know"):
+        assert stale not in text
 
 
 def section(block: str, name: str) -> list[str]:

@@ -4,8 +4,11 @@ Every recorded message (live or imported) is indexed once, when a memory job of 
 conversation runs: the conversation's ``indexed_through`` mark says how far, so a repeated
 job embeds nothing twice. Long-term items (facts, episodes, notable events) are reconciled
 with the index after a job wrote them: new or changed items are embedded, items gone from
-long-term memory (retention, merges) leave the index. Entries of conversations whose raw
-trace expired leave it when the user's next conversation is finalized. Every write carries
+long-term memory (retention, merges, corrections) leave the index, and with a superseded
+fact the messages, episodes and notable events that stated its old value
+(``stale_statements``; they stay in memory, they are no longer recalled). Entries of
+conversations whose raw trace expired leave it when the user's next conversation is
+finalized (or the retention sweep visits the user). Every write carries
 the user's erasure generation read at the job's start, so nothing erased comes back.
 """
 
@@ -19,6 +22,7 @@ from datetime import datetime
 import structlog
 
 from llm_bot.errors import IndexModelMismatch
+from llm_bot.memory.long_term import SemanticFact
 from llm_bot.memory.recall_items import (
     LONG_TERM_PREFIX,
     MESSAGE_PREFIX,
@@ -28,6 +32,12 @@ from llm_bot.memory.recall_items import (
     conversation_of,
     long_term_entry,
     long_term_entry_id,
+    message_entries,
+)
+from llm_bot.memory.stale_statements import (
+    corrections,
+    restates_corrected,
+    states_replaced_value,
 )
 from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import Embedder, LongTermStore, MemoryProgress, RecallIndex
@@ -90,7 +100,20 @@ class Indexer:
             self._ltm.events(tenant_id, user_id),
         )
         now = self._clock().timestamp()
-        items: list[LongTermItem] = [*facts, *episodes, *events]
+        replaced = corrections(facts)
+        items: list[LongTermItem] = [
+            *facts,
+            *(
+                e
+                for e in episodes
+                if not restates_corrected(e.summary, e.conversation_id, e.turns, replaced)
+            ),
+            *(
+                e
+                for e in events
+                if not restates_corrected(e.summary, e.conversation_id, (e.turn,), replaced)
+            ),
+        ]
         wanted = {
             entry.id: entry
             for item in items
@@ -99,15 +122,56 @@ class Indexer:
         stored = await self._index.digests(tenant_id, user_id, LONG_TERM_PREFIX)
         changed = [e for e in wanted.values() if stored.get(e.id) != e.digest]
         gone = [entry_id for entry_id in stored if entry_id not in wanted]
+        retired = [
+            fact
+            for fact in facts
+            if fact.superseded_by is not None and long_term_entry_id("facts", fact.id) in gone
+        ]
+        stale = await self._stale_statements(tenant_id, user_id, retired, facts)
         try:
             written = await self._write(tenant_id, user_id, changed, erasure=erasure)
         except IndexModelMismatch as exc:
             log.warning("index.model_mismatch", error=str(exc))
             return 0
-        removed = await self._index.remove(tenant_id, user_id, gone)
+        removed = await self._index.remove(tenant_id, user_id, [*gone, *stale])
         if written or removed:
-            log.info("index.long_term_reconciled", written=written, removed=removed)
+            log.info(
+                "index.long_term_reconciled", written=written, removed=removed, stale=len(stale)
+            )
         return written
+
+    async def _stale_statements(
+        self,
+        tenant_id: str,
+        user_id: str,
+        retired: Sequence[SemanticFact],
+        facts: Sequence[SemanticFact],
+    ) -> list[str]:
+        """Entries of the messages that stated what ``retired`` facts said, found in their
+        source turns (``states_replaced_value``): once a correction superseded a fact, a
+        question about it must not recall the old value next to the new one. Computed once,
+        when the superseded fact's own entry leaves the index; the raw trace keeps the
+        messages."""
+        by_id = {fact.id: fact for fact in facts}
+        stale: list[str] = []
+        for old in retired:
+            new = by_id.get(old.superseded_by or "")
+            if new is None:
+                continue
+            for source in old.sources:
+                if not source.turns:
+                    continue
+                key = ConversationKey(tenant_id, user_id, source.conversation_id)
+                turns = set(source.turns)
+                messages = await self._progress.trace_turns(key, min(turns), max(turns))
+                stale.extend(
+                    entry.id
+                    for message in messages
+                    if message.turn in turns
+                    and states_replaced_value(message.content, old.fact, new.fact)
+                    for entry in message_entries(source.conversation_id, message, indexed_at=0.0)
+                )
+        return stale
 
     async def remove_long_term(
         self, tenant_id: str, user_id: str, removed: Mapping[str, Sequence[str]]
