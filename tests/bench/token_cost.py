@@ -340,6 +340,9 @@ class Recorder:
         """Per part of the leading system message: reply requests where it differed from
         the previous request's (``[MEMORY:X]`` sections, ``head`` before the first)."""
         self._previous: list[dict[str, Any]] = []
+        self.recalled_kept: list[tuple[int, int, int]] = []
+        """Per reply request after the first: (recalled lines, lines also in the previous
+        prompt's RECALLED, lines of the unchanged start of the section)."""
 
     def __call__(self, request: RecordedRequest) -> str:
         messages = request.messages()
@@ -351,6 +354,14 @@ class Recorder:
             self.prefix.append(repeated_prefix(self._previous, messages))
             for part in changed_sections(self._previous, messages):
                 self.section_changes[part] = self.section_changes.get(part, 0) + 1
+            if self._previous:
+                before = _system_parts(self._previous).get("RECALLED", "").splitlines()
+                now = _system_parts(messages).get("RECALLED", "").splitlines()
+                start = next(
+                    (i for i, (a, b) in enumerate(zip(before, now, strict=False)) if a != b),
+                    min(len(before), len(now)),
+                )
+                self.recalled_kept.append((len(now), len(set(now) & set(before)), start))
             self._previous = messages
             self.last_reply = messages
         elif name == "memory_compaction":
@@ -549,6 +560,14 @@ def report(
         f"(of {max(0, len(rec.prefix) - 1)}): "
         + ", ".join(f"{k} {v}" for k, v in sorted(rec.section_changes.items(), key=lambda x: -x[1]))
     )
+    if rec.recalled_kept:
+        lines = sum(n for n, _, _ in rec.recalled_kept)
+        print(
+            f"recalled lines per prompt {lines / len(rec.recalled_kept):.1f}, of which also in "
+            f"the previous prompt {sum(k for _, k, _ in rec.recalled_kept) / max(1, lines):.0%}, "
+            f"unchanged from the section's start "
+            f"{sum(s for _, _, s in rec.recalled_kept) / max(1, lines):.0%}"
+        )
     over = [t for t, n in enumerate(bot_m.per_turn, start=1) if n > run.budget]
     print(f"\nllm-bot input budget: {run.budget} tokens")
     print(
