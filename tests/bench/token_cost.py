@@ -293,6 +293,12 @@ def repeated_prefix(previous: Sequence[dict[str, Any]], current: Sequence[dict[s
     return COUNTER.count(now[:same]) if same else 0
 
 
+def openai_cached(prefix_tokens: int) -> int:
+    """What OpenAI's prompt cache would serve of a repeated prefix: nothing under 1,024
+    tokens, else whole 128-token blocks."""
+    return 0 if prefix_tokens < 1024 else prefix_tokens // 128 * 128
+
+
 def _system_parts(messages: Sequence[dict[str, Any]]) -> dict[str, str]:
     """The leading system message split at its ``[MEMORY:X]`` headings."""
     if not messages or messages[0].get("role") != "system":
@@ -553,12 +559,17 @@ def report(
     both = bot_m.total + worker
     print(f"| llm-bot replies + worker | {both:,} | - | {both / full.total:.4f} | - |")
     shared = sum(rec.prefix)
+    billable = sum(openai_cached(n) for n in rec.prefix)
     print(
         f"\nrepeated prefix: {shared:,} of {bot_m.total:,} reply-prompt tokens "
         f"({shared / max(1, bot_m.total):.1%}) repeat the previous turn's prompt from its "
         f"start; system-message parts that changed from one reply prompt to the next "
         f"(of {max(0, len(rec.prefix) - 1)}): "
         + ", ".join(f"{k} {v}" for k, v in sorted(rec.section_changes.items(), key=lambda x: -x[1]))
+    )
+    print(
+        f"cacheable under OpenAI's rule (a repeated prefix of at least 1,024 tokens, in "
+        f"128-token blocks): {billable:,} tokens ({billable / max(1, bot_m.total):.1%})"
     )
     if rec.recalled_kept:
         lines = sum(n for n, _, _ in rec.recalled_kept)
