@@ -169,6 +169,15 @@ def _message(rng: random.Random, lead: str = "") -> str:
             return text
 
 
+NOTABLE = (
+    "I was charged twice for my last order, please refund one payment.",
+    "Please cancel the second delivery, it was a mistake.",
+    "I need a refund for the broken lid, it arrived cracked.",
+)
+"""With ``--notable-every N`` every Nth message leads with one of these (in turn): the fake
+classifier scores them important, so they become notable events, as complaints and
+requests do in real conversations (the events share the EPISODIC section)."""
+
 CORRECTION = "Actually, my budget is now 450 baht."
 CORRECTED = re.compile(r"450 baht", re.I)
 """With ``--correct-at N`` the budget planted at turn 16 changes at turn N (the message
@@ -176,13 +185,16 @@ leads with :data:`CORRECTION`): the last prompt should carry 450 baht and not 30
 
 
 def conversation(
-    turns: int, seed: int, *, ask_facts: bool = False, correct_at: int = 0
+    turns: int, seed: int, *, ask_facts: bool = False, correct_at: int = 0, notable_every: int = 0
 ) -> list[str]:
     """The user messages of one conversation; the planted facts at their fixed turns; with
     ``ask_facts`` the last message asks about them (:data:`ASK_FACTS`); with ``correct_at``
     the budget changes at that turn (:data:`CORRECTION`)."""
     rng = random.Random(seed)
     planted = {fact.turn: fact.sentence for fact in FACTS}
+    if notable_every:
+        for n, turn in enumerate(range(notable_every, turns + 1, notable_every)):
+            planted.setdefault(turn, NOTABLE[n % len(NOTABLE)])
     if correct_at:
         planted[correct_at] = CORRECTION
     markers = [*(f.marker for f in FACTS), CORRECTED]
@@ -654,7 +666,13 @@ async def run(args: argparse.Namespace) -> None:
 
 
 async def one_length(urls: ServiceUrls, turns: int, args: argparse.Namespace) -> None:
-    messages = conversation(turns, args.seed, ask_facts=args.ask_facts, correct_at=args.correct_at)
+    messages = conversation(
+        turns,
+        args.seed,
+        ask_facts=args.ask_facts,
+        correct_at=args.correct_at,
+        notable_every=args.notable_every,
+    )
     sizes = [_count(m) for m in messages]
     print(
         f"\n# {turns}-turn conversation (seed {args.seed}"
@@ -681,6 +699,12 @@ def main() -> None:
         type=int,
         default=0,
         help="the planted budget changes to 450 baht at this turn (0: never)",
+    )
+    parser.add_argument(
+        "--notable-every",
+        type=int,
+        default=0,
+        help="every Nth message leads with a complaint or request (a notable event; 0: none)",
     )
     parser.add_argument("--max-context-tokens", type=int, default=5280)
     parser.add_argument("--max-output-tokens", type=int, default=1024)

@@ -228,7 +228,13 @@ def test_one_system_message_at_most_and_memory_only_in_it(case: Case) -> None:
         assert result.messages[0]["content"] == case.system_prompt.strip()
 
 
-_SECTIONS = ["[MEMORY:PROFILE]", "[MEMORY:SEMANTIC]", "[MEMORY:EPISODIC]", "[MEMORY:SUMMARY]"]
+_SECTIONS = [
+    "[MEMORY:PROFILE]",
+    "[MEMORY:SEMANTIC]",
+    "[MEMORY:SUMMARY]",
+    "[MEMORY:EPISODIC]",
+    "[MEMORY:RECALLED]",
+]
 
 
 @SETTINGS

@@ -7,20 +7,20 @@ a line::
     - preferred_language: th
     [MEMORY:SEMANTIC]
     - Prefers delivery on weekends.
+    [MEMORY:SUMMARY]
+    Earlier in this conversation: ...
     [MEMORY:EPISODIC]
     1) 2025-07-29: Asked about the price of the blue kettle; was told 250 THB.
     2) 2025-07-30: (COMPLAINT) The kettle arrived broken.
-    [MEMORY:SUMMARY]
-    Earlier in this conversation: ...
     [MEMORY:RECALLED]
     - (2023-05-08, Caroline) I went to the LGBTQ support group yesterday.
 
 RECALLED holds what retrieval found relevant to the current message (SPEC 5.7), each item
 with its date and speaker (either left out when unknown). The sections go from the
-slowest-changing to the fastest (measured over a 1,000-turn conversation: profile and facts
-change a handful of times, episodes and summary at each compaction, recalled items at
-nearly every search), so that what precedes a change stays a byte-stable prefix for
-provider prompt caching.
+slowest-changing to the fastest, as measured by ``tests/bench/token_cost.py`` (profile and
+facts change a handful of times in 1,000 turns; the summary at each compaction; episodes at
+each compaction and with each notable event; recalled items at nearly every search), so
+that what precedes a change stays a byte-stable prefix for provider prompt caching.
 
 Ordering: profile attributes by key; semantic facts by descending ``salience * confidence``,
 then id; episodic summaries and notable events merged, oldest first by ``created_at`` (ISO
@@ -169,8 +169,8 @@ def render_items(
     lines: list[str] = []
     _section(lines, "PROFILE", profile)
     _section(lines, "SEMANTIC", facts)
-    _section(lines, "EPISODIC", (f"{n}) {text}" for n, text in enumerate(episodic, start=1)))
     _section(lines, "SUMMARY", [shown_summary] if shown_summary else [])
+    _section(lines, "EPISODIC", (f"{n}) {text}" for n, text in enumerate(episodic, start=1)))
     _section(lines, "RECALLED", recalled)
     return "\n".join(lines)
 
