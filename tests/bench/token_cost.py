@@ -41,7 +41,14 @@ told "at most 120 words" would keep it short); the default (0) runs it as it is.
 User messages are 40-60 tokens; five facts are planted at fixed early turns, and at the
 last turn each counts as reachable when its marker (the name, the language, the order
 number, "weekend", "300 baht") appears in the last request's prompt text; the report says
-where (the window, or the memory block's section).
+where (the window, or the memory block's section). ``--correct-at N`` changes the budget to
+450 baht at turn N and reports whether the last prompt carries the new value and not the
+old; ``--notable-every N`` makes every Nth message a complaint or request (notable events).
+
+Prompt caching: for every reply prompt, the tokens that repeat the previous reply prompt
+from its start (what a provider's prompt cache could serve; also under OpenAI's rule of a
+1,024-token minimum in 128-token blocks), which parts of the system message changed, and
+how many recalled lines carried over.
 """
 
 from __future__ import annotations
