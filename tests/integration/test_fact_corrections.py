@@ -5,18 +5,18 @@ real one would, from the stored facts the worker sends it."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 import pytest
 
 from llm_bot.entrypoints.memory_cli import render_memory, show_memory
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
-from llm_bot.memory.working import ConversationKey, WorkingMemory
+from llm_bot.memory.working import ConversationKey
+from tests.support.conversations import finalized, say_and_end
 from tests.support.events import message_event, new_id
-from tests.support.harness import Integrator, bot, running_worker, settings_for_test
+from tests.support.harness import bot, running_worker, settings_for_test
 from tests.support.services import ServiceUrls
 
 pytestmark = pytest.mark.integration
@@ -53,26 +53,6 @@ async def model() -> AsyncIterator[FakeModelServer]:
         yield server
 
 
-async def conversation(client: Integrator, key: ConversationKey, texts: list[str]) -> None:
-    """Say ``texts``, end the conversation, wait until the worker finalized it."""
-    for text in texts:
-        await client.publish(
-            message_event(
-                tenant=key.tenant_id, user=key.user_id, conversation=key.conversation_id, text=text
-            )
-        )
-        await client.next_candidate()
-    await client.publish(
-        message_event(
-            tenant=key.tenant_id,
-            user=key.user_id,
-            conversation=key.conversation_id,
-            text=None,
-            event_type="conversation.end",
-        )
-    )
-
-
 async def test_corrections_supersede_and_the_next_prompt_carries_only_the_new_values(
     service_urls: ServiceUrls, model: FakeModelServer
 ) -> None:
@@ -80,10 +60,10 @@ async def test_corrections_supersede_and_the_next_prompt_carries_only_the_new_va
     user = new_id("u")
     first, second, third = (ConversationKey("tfix", user, new_id("c")) for _ in range(3))
     async with bot(settings) as (service, client), running_worker(settings) as worker:
-        await conversation(client, first, BEFORE)
-        await worker_settled(client, lambda: service.store.working_memory(first))
-        await conversation(client, second, AFTER)
-        await worker_settled(client, lambda: service.store.working_memory(second))
+        await say_and_end(client, first, BEFORE)
+        await finalized(service, client, first)
+        await say_and_end(client, second, AFTER)
+        await finalized(service, client, second)
         await client.publish(
             message_event(
                 tenant="tfix",
@@ -141,27 +121,12 @@ async def test_a_thai_correction_supersedes_the_thai_fact(
     user = new_id("u")
     first, second = (ConversationKey("tfix", user, new_id("c")) for _ in range(2))
     async with bot(settings) as (service, client), running_worker(settings) as worker:
-        await conversation(client, first, ["สวัสดีครับ ผมเป็นมังสวิรัติ"])
-        await worker_settled(client, lambda: service.store.working_memory(first))
-        await conversation(client, second, ["ตอนนี้ผมไม่ได้เป็นมังสวิรัติแล้วครับ"])
-        await worker_settled(client, lambda: service.store.working_memory(second))
+        await say_and_end(client, first, ["สวัสดีครับ ผมเป็นมังสวิรัติ"])
+        await finalized(service, client, first)
+        await say_and_end(client, second, ["ตอนนี้ผมไม่ได้เป็นมังสวิรัติแล้วครับ"])
+        await finalized(service, client, second)
         facts = await worker.ltm.facts("tfix", user)
     assert sorted((f.fact, f.superseded_by is None) for f in facts) == [
         ("ผู้ใช้เป็นมังสวิรัติ", False),
         ("ผู้ใช้ไม่ได้เป็นมังสวิรัติ", True),
     ]
-
-
-async def worker_settled(
-    client: Integrator, working: Callable[[], Awaitable[WorkingMemory | None]]
-) -> None:
-    """Wait until the conversation was finalized (its working memory is gone) and the
-    memory queue stays empty."""
-    async with asyncio.timeout(60):
-        while await working() is not None:
-            await asyncio.sleep(0.1)
-        quiet = 0
-        while quiet < 5:
-            depth = await client.queue_depth(client.settings.memory_queue)
-            quiet = quiet + 1 if depth == 0 else 0
-            await asyncio.sleep(0.1)

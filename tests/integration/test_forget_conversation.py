@@ -25,6 +25,7 @@ from llm_bot.memory.recall_items import (
     long_term_entry_id,
 )
 from llm_bot.memory.working import ConversationKey
+from tests.support.conversations import finalized, say_and_end
 from tests.support.events import message_event, new_id
 from tests.support.harness import Integrator, bot, running_worker, settings_for_test
 from tests.support.services import ServiceUrls
@@ -46,39 +47,6 @@ class TwoConversations:
     doomed: ConversationKey
     doomed_events: list[str]
     kept_events: list[str]
-
-
-async def say_and_end(client: Integrator, key: ConversationKey, texts: list[str]) -> list[str]:
-    """Say ``texts`` in ``key``, then end it; returns the message events' ids."""
-    ids = []
-    for text in texts:
-        event = message_event(
-            tenant=key.tenant_id, user=key.user_id, conversation=key.conversation_id, text=text
-        )
-        await client.publish(event)
-        await client.next_candidate()
-        ids.append(str(event["id"]))
-    await client.publish(
-        message_event(
-            tenant=key.tenant_id,
-            user=key.user_id,
-            conversation=key.conversation_id,
-            text=None,
-            event_type="conversation.end",
-        )
-    )
-    return ids
-
-
-async def finalized(service: Service, client: Integrator, key: ConversationKey) -> None:
-    async with asyncio.timeout(60):
-        while await service.store.working_memory(key) is not None:
-            await asyncio.sleep(0.1)
-        quiet = 0
-        while quiet < 5:
-            depth = await client.queue_depth(client.settings.memory_queue)
-            quiet = quiet + 1 if depth == 0 else 0
-            await asyncio.sleep(0.1)
 
 
 async def two_conversations(

@@ -115,13 +115,14 @@ class RedisLongTermStore:
 
         async def evict_and_rebuild(pipe: Pipeline) -> Queue:
             nonlocal plan
+            profile, facts, episodes, events = await self._everything(pipe, tenant_id, user_id)
             plan = plan_retention(
                 self._retention,
                 now=self._clock(),
-                profile=await self._items(pipe, tenant_id, user_id, "profile", ProfileAttribute),
-                facts=await self._items(pipe, tenant_id, user_id, "facts", SemanticFact),
-                episodes=await self._items(pipe, tenant_id, user_id, "episodes", EpisodicSummary),
-                events=await self._items(pipe, tenant_id, user_id, "events", NotableEvent),
+                profile=profile,
+                facts=facts,
+                episodes=episodes,
+                events=events,
             )
 
             def queue(pipe: Pipeline) -> None:
@@ -166,13 +167,13 @@ class RedisLongTermStore:
 
         async def prune(pipe: Pipeline) -> Queue:
             nonlocal pruning
-            profile = await self._items(pipe, tenant_id, user_id, "profile", ProfileAttribute)
+            profile, facts, episodes, events = await self._everything(pipe, tenant_id, user_id)
             pruning = prune_conversation(
                 conversation_id,
                 profile={attribute.key: attribute for attribute in profile},
-                facts=await self._items(pipe, tenant_id, user_id, "facts", SemanticFact),
-                episodes=await self._items(pipe, tenant_id, user_id, "episodes", EpisodicSummary),
-                events=await self._items(pipe, tenant_id, user_id, "events", NotableEvent),
+                facts=facts,
+                episodes=episodes,
+                events=events,
             )
 
             def queue(pipe: Pipeline) -> None:
@@ -190,6 +191,19 @@ class RedisLongTermStore:
         await self._unless_erased(tenant_id, user_id, erasure, prune, watch=watched)
         await self.apply_retention(tenant_id, user_id, erasure=erasure)
         return pruning
+
+    async def _everything(
+        self, pipe: Pipeline, tenant_id: str, user_id: str
+    ) -> tuple[
+        list[ProfileAttribute], list[SemanticFact], list[EpisodicSummary], list[NotableEvent]
+    ]:
+        """Every long-term item of the user, read on the watching connection."""
+        return (
+            await self._items(pipe, tenant_id, user_id, "profile", ProfileAttribute),
+            await self._items(pipe, tenant_id, user_id, "facts", SemanticFact),
+            await self._items(pipe, tenant_id, user_id, "episodes", EpisodicSummary),
+            await self._items(pipe, tenant_id, user_id, "events", NotableEvent),
+        )
 
     def _item_keys(self, tenant_id: str, user_id: str) -> list[str]:
         return [
