@@ -318,6 +318,7 @@ def build_service(
         budget=settings.context_budget(),
         counter=default_token_counter(),
         retriever=retriever(base),
+        max_tool_rounds=settings.max_tool_rounds,
     )
     handler = EventHandler(
         graph=build_graph(),

@@ -112,6 +112,7 @@ class Settings(BaseSettings):
     )
     ltm_max_items: int = Field(1000, ge=1, validation_alias=_env("LLM_BOT_LTM_MAX_ITEMS"))
     ltm_retention_days: int = Field(365, ge=1, validation_alias=_env("LLM_BOT_LTM_RETENTION_DAYS"))
+    max_tool_rounds: int = Field(5, ge=1, le=50, validation_alias=_env("LLM_BOT_MAX_TOOL_ROUNDS"))
     profile_retention_days: int = Field(
         365, ge=1, validation_alias=_env("LLM_BOT_PROFILE_RETENTION_DAYS")
     )

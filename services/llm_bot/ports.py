@@ -20,7 +20,7 @@ from llm_bot.memory.long_term import (
     ProfileAttribute,
     SemanticFact,
 )
-from llm_bot.memory.messages import ChatMessage
+from llm_bot.memory.messages import ChatMessage, ToolCall
 from llm_bot.memory.recall_items import IndexEntry, SearchHit
 from llm_bot.memory.working import (
     ConversationKey,
@@ -32,6 +32,8 @@ from llm_bot.memory.working import (
 
 PromptMessage = dict[str, Any]
 """A Chat Completions message (``{"role": ..., "content": ...}``)."""
+ToolSpec = dict[str, Any]
+"""A Chat Completions tool definition (``{"type": "function", "function": {...}}``)."""
 Matrix = npt.NDArray[np.float32]
 """Rows of unit-length embeddings."""
 EmbeddingPurpose = Literal["query", "passage"]
@@ -48,6 +50,8 @@ class ModelReply:
     output_tokens: int
     cached_input_tokens: int = 0
     """Of ``input_tokens``, those the provider served from its prompt cache."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """The tools the model asked for (then ``text`` is usually empty)."""
 
 
 class ChatModel(Protocol):
@@ -59,10 +63,12 @@ class ChatModel(Protocol):
         *,
         conversation_id: str | None = None,
         cache_key: str | None = None,
+        tools: Sequence[ToolSpec] = (),
     ) -> ModelReply:
         """Raise ``ModelUnavailable``/``ModelTimeout`` (retryable) or ``ModelRejected``.
         ``cache_key``: groups requests whose prompts share a prefix (the provider's
-        ``prompt_cache_key``, where it takes one)."""
+        ``prompt_cache_key``, where it takes one). ``tools``: the functions the model may
+        call (Chat Completions shape); its calls come back in ``tool_calls``."""
         ...
 
 

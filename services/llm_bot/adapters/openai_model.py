@@ -1,7 +1,8 @@
 """The ``ChatModel`` port on any OpenAI-compatible endpoint, through the openai SDK.
 
 Chat Completions by default; with ``LLM_BOT_API=responses`` the Responses API, where the
-messages are flattened into ``(role) content`` blocks separated by blank lines (SPEC 5.2).
+messages are flattened into ``(role) content`` blocks separated by blank lines (SPEC 5.2),
+or, in a turn with tools, sent as input items (``function_call``/``function_call_output``).
 The SDK's own retries are off: retries are the service's decision (``LLM_BOT_MAX_ATTEMPTS``).
 """
 
@@ -9,17 +10,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 from urllib.parse import urlsplit
 
 import aiohttp
 import openai
 from openai import AsyncOpenAI
-from openai.types.chat import ChatCompletion
+from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
+from openai.types.responses import ResponseFunctionToolCall
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
 from llm_bot.errors import ModelRejected, ModelTimeout, ModelUnavailable
-from llm_bot.ports import ModelReply, PromptMessage
+from llm_bot.memory.messages import ToolCall
+from llm_bot.ports import ModelReply, PromptMessage, ToolSpec
 from llm_bot.telemetry.metrics import Metrics
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
@@ -28,6 +31,43 @@ RETRYABLE_STATUS = frozenset({408, 409, 429})
 def flatten_for_responses(messages: Sequence[PromptMessage]) -> str:
     """``(role) content`` blocks separated by blank lines."""
     return "\n\n".join(f"({m['role']}) {m.get('content') or ''}" for m in messages)
+
+
+def responses_tool(tool: ToolSpec) -> dict[str, Any]:
+    """A Chat Completions tool definition in the Responses API's flat shape."""
+    function = tool.get("function", {})
+    return {"type": "function", **function}
+
+
+def responses_items(messages: Sequence[PromptMessage]) -> list[dict[str, Any]]:
+    """The context as Responses API input items, for turns with tools: messages keep their
+    role, an assistant's tool calls become ``function_call`` items and tool results
+    ``function_call_output`` items (matched by ``call_id``)."""
+    items: list[dict[str, Any]] = []
+    for message in messages:
+        role = message.get("role")
+        if role == "tool":
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": message.get("tool_call_id", ""),
+                    "output": message.get("content") or "",
+                }
+            )
+            continue
+        if message.get("content"):
+            items.append({"type": "message", "role": role, "content": message["content"]})
+        for call in message.get("tool_calls") or ():
+            function = call.get("function", {})
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": call.get("id", ""),
+                    "name": function.get("name", ""),
+                    "arguments": function.get("arguments", "{}"),
+                }
+            )
+    return items
 
 
 class OpenAIChatModel:
@@ -78,6 +118,7 @@ class OpenAIChatModel:
         conversation_id: str | None = None,
         json_schema: tuple[str, dict[str, Any]] | None = None,
         cache_key: str | None = None,
+        tools: Sequence[ToolSpec] = (),
     ) -> ModelReply:
         """One model request in a CLIENT span ``chat {model}`` (GenAI conventions).
         ``cache_key`` is sent as ``prompt_cache_key`` unless configured off."""
@@ -100,7 +141,7 @@ class OpenAIChatModel:
         ) as span:
             try:
                 key = cache_key if self._send_cache_key else None
-                reply = await self._call(messages, json_schema, key)
+                reply = await self._call(messages, json_schema, key, tools)
             except Exception as exc:
                 self._metrics.model_request(
                     api=self._api, ok=False, seconds=time.perf_counter() - started
@@ -124,11 +165,16 @@ class OpenAIChatModel:
         messages: Sequence[PromptMessage],
         json_schema: tuple[str, dict[str, Any]] | None,
         cache_key: str | None,
+        tools: Sequence[ToolSpec],
     ) -> ModelReply:
         extra: dict[str, Any] = {"prompt_cache_key": cache_key} if cache_key else {}
         try:
             if self._api == "responses":
+                if tools:
+                    extra["tools"] = [responses_tool(tool) for tool in tools]
                 return await self._responses(messages, json_schema, extra)
+            if tools:
+                extra["tools"] = list(tools)
             return await self._chat(messages, json_schema, extra)
         except openai.APITimeoutError as exc:
             if _refused(exc):
@@ -166,8 +212,15 @@ class OpenAIChatModel:
             raise ModelUnavailable("model returned no choices")
         usage = response.usage
         details = usage.prompt_tokens_details if usage else None
+        message = response.choices[0].message
+        calls = tuple(
+            ToolCall(id=call.id, name=call.function.name, arguments=call.function.arguments)
+            for call in message.tool_calls or ()
+            if isinstance(call, ChatCompletionMessageFunctionToolCall)
+        )
         return ModelReply(
-            text=response.choices[0].message.content or "",
+            text=message.content or "",
+            tool_calls=calls,
             model=response.model or self._model,
             input_tokens=usage.prompt_tokens if usage else 0,
             output_tokens=usage.completion_tokens if usage else 0,
@@ -185,15 +238,26 @@ class OpenAIChatModel:
             extra["text"] = {
                 "format": {"type": "json_schema", "name": name, "schema": schema, "strict": True}
             }
+        tooled = "tools" in extra or any(
+            m.get("tool_calls") or m.get("role") == "tool" for m in messages
+        )
         response = await self._client.responses.create(
             model=self._model,
-            input=flatten_for_responses(messages),
+            input=cast(
+                "Any", responses_items(messages) if tooled else flatten_for_responses(messages)
+            ),  # plain dicts of the documented item shapes; the SDK's union is a TypedDict zoo
             **extra,
         )
         usage = response.usage
         details = usage.input_tokens_details if usage else None
+        calls = tuple(
+            ToolCall(id=item.call_id, name=item.name, arguments=item.arguments)
+            for item in response.output
+            if isinstance(item, ResponseFunctionToolCall)
+        )
         return ModelReply(
             text=response.output_text,
+            tool_calls=calls,
             model=response.model or self._model,
             input_tokens=usage.input_tokens if usage else 0,
             output_tokens=usage.output_tokens if usage else 0,

@@ -13,10 +13,12 @@ from llm_bot.contract.messages import (
     ToolTrace,
     TranscriptMessage,
 )
+from llm_bot.contract.tools import CandidateToolCall, ToolDefinition
 
 __all__ = [
     "Annotation",
     "CandidateMemory",
+    "CandidateToolCall",
     "CandidateUsage",
     "CandidateV1",
     "ErrorCode",
@@ -24,6 +26,7 @@ __all__ = [
     "EventSource",
     "InternalEventV2",
     "MemoryJobV1",
+    "ToolDefinition",
     "ToolTrace",
     "TranscriptMessage",
 ]

@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from llm_bot.config import ID_PATTERN
+from llm_bot.contract.tools import MAX_TOOLS, CandidateToolCall, ToolDefinition
 
 Identifier = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
 """Ids (event, tenant, user, conversation): safe to embed in Redis keys."""
@@ -101,6 +102,12 @@ class InternalEventV2(_Wire):
     tool: ToolTrace | None = Field(
         None, description="Required for tool.call and tool.result events."
     )
+    tools: list[ToolDefinition] | None = Field(
+        None,
+        max_length=MAX_TOOLS,
+        description="Functions the model may call for this message (OpenAI function "
+        "definitions, names unique); its calls come back as a tool_call candidate.",
+    )
     transcript: list[TranscriptMessage] | None = Field(
         None,
         min_length=1,
@@ -117,6 +124,9 @@ class InternalEventV2(_Wire):
             raise ValueError(f"{self.type} events need a 'tool' object")
         if self.type == "transcript" and self.transcript is None:
             raise ValueError("transcript events need a 'transcript' list")
+        names = [tool.function.name for tool in self.tools or ()]
+        if len(names) != len(set(names)):
+            raise ValueError("tools: function names must be unique")
         return self
 
     def prompt_text(self) -> str:
@@ -165,13 +175,26 @@ class CandidateV1(_Wire):
     user_id: Identifier
     conversation_id: Identifier
     turn: int = Field(ge=1, description="1-based turn number in the conversation.")
-    kind: Literal["text"] = "text"
+    kind: Literal["text", "tool_call"] = Field(
+        "text",
+        description="text: a reply; tool_call: the model asks for tools (tool_calls), the "
+        "turn continues when each call's tool.result arrives.",
+    )
     status: Literal["proposed"] = "proposed"
     text: str
+    tool_calls: list[CandidateToolCall] | None = Field(
+        None, description="With kind tool_call: the calls to run, each answered by a tool.result."
+    )
     created_at: datetime
     model: str
     usage: CandidateUsage
     memory: CandidateMemory
+
+    @model_validator(mode="after")
+    def _check_kind(self) -> CandidateV1:
+        if (self.kind == "tool_call") != bool(self.tool_calls):
+            raise ValueError("tool_calls are required with kind tool_call, and only then")
+        return self
 
 
 class ErrorV1(_Wire):

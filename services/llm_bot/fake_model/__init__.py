@@ -19,7 +19,13 @@ from llm_bot.fake_model.responses import (
     embed_text,
     estimate_tokens,
 )
-from llm_bot.fake_model.scripts import Fault, RecordedRequest, Responder, default_responder
+from llm_bot.fake_model.scripts import (
+    Fault,
+    RecordedRequest,
+    Responder,
+    ToolCalls,
+    default_responder,
+)
 from llm_bot.fake_model.server import (
     CHAT_PATH,
     EMBEDDINGS_PATH,
@@ -38,6 +44,7 @@ __all__ = [
     "Fault",
     "RecordedRequest",
     "Responder",
+    "ToolCalls",
     "default_responder",
     "embed_text",
     "estimate_tokens",

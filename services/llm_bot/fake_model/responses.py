@@ -131,6 +131,39 @@ def chat_completion_payload(
     }
 
 
+def chat_tool_calls_payload(
+    *,
+    completion_id: str,
+    model: str,
+    calls: list[tuple[str, str, str]],
+    prompt_tokens: int,
+    created: int,
+    cached_tokens: int = 0,
+) -> dict[str, Any]:
+    """A ``chat.completion`` whose assistant message asks for ``calls`` (id, name,
+    arguments), finishing with ``tool_calls``."""
+    payload = chat_completion_payload(
+        completion_id=completion_id,
+        model=model,
+        text="",
+        prompt_tokens=prompt_tokens,
+        created=created,
+        cached_tokens=cached_tokens,
+    )
+    choice = payload["choices"][0]
+    choice["finish_reason"] = "tool_calls"
+    choice["message"] = {
+        "role": "assistant",
+        "content": None,
+        "refusal": None,
+        "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+            for call_id, name, args in calls
+        ],
+    }
+    return payload
+
+
 def response_payload(
     *,
     response_id: str,
@@ -140,8 +173,10 @@ def response_payload(
     input_tokens: int,
     created: float,
     cached_tokens: int = 0,
+    calls: list[tuple[str, str, str]] | None = None,
 ) -> dict[str, Any]:
-    """A completed Responses API ``response`` object with one ``output_text`` message."""
+    """A completed Responses API ``response`` object with one ``output_text`` message, or
+    with ``function_call`` items for ``calls`` (id, name, arguments)."""
     output_tokens = estimate_tokens(text)
     return {
         "id": response_id,
@@ -164,6 +199,18 @@ def response_payload(
         "text": request.get("text") or {"format": {"type": "text"}},
         "truncation": "disabled",
         "output": [
+            {
+                "type": "function_call",
+                "id": f"fc_{message_id}_{n}",
+                "call_id": call_id,
+                "name": name,
+                "arguments": arguments,
+                "status": "completed",
+            }
+            for n, (call_id, name, arguments) in enumerate(calls)
+        ]
+        if calls
+        else [
             {
                 "type": "message",
                 "id": message_id,

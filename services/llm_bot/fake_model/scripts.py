@@ -16,7 +16,9 @@ __all__ = [
     "Fault",
     "FaultKind",
     "RecordedRequest",
+    "Reply",
     "Responder",
+    "ToolCalls",
     "content_text",
     "default_responder",
 ]
@@ -98,8 +100,26 @@ class RecordedRequest:
         return ""
 
 
-Responder = Callable[[RecordedRequest], str]
-"""Produces the reply text for a request when no script step is queued."""
+@dataclass(frozen=True)
+class ToolCalls:
+    """A scripted (or responded) answer that asks for tools instead of text: each call is
+    ``(name, arguments JSON)``; ids are ``call_<n>`` numbered by the server unless given."""
+
+    calls: tuple[tuple[str, str], ...]
+    ids: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, *calls: tuple[str, str], ids: tuple[str, ...] = ()) -> ToolCalls:
+        if not calls:
+            raise ValueError("ToolCalls needs at least one call")
+        if ids and len(ids) != len(calls):
+            raise ValueError("give an id for every call, or none")
+        return cls(calls=tuple(calls), ids=ids)
+
+
+Reply = str | ToolCalls
+Responder = Callable[[RecordedRequest], Reply]
+"""Produces the reply (text, or tool calls) for a request when no script step is queued."""
 
 
 def default_responder(request: RecordedRequest) -> str:

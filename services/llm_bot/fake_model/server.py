@@ -30,6 +30,7 @@ from llm_bot.fake_model.prompt_cache import PromptCache
 from llm_bot.fake_model.responses import (
     BadRequestError,
     chat_completion_payload,
+    chat_tool_calls_payload,
     embeddings_payload,
     error_response,
     estimate_tokens,
@@ -38,7 +39,14 @@ from llm_bot.fake_model.responses import (
     request_model,
     response_payload,
 )
-from llm_bot.fake_model.scripts import Fault, RecordedRequest, Responder, default_responder
+from llm_bot.fake_model.scripts import (
+    Fault,
+    RecordedRequest,
+    Reply,
+    Responder,
+    ToolCalls,
+    default_responder,
+)
 
 __all__ = ["CHAT_PATH", "EMBEDDINGS_PATH", "RESPONSES_PATH", "FakeModelServer", "run_forever"]
 
@@ -63,7 +71,7 @@ class FakeModelServer:
         self._host = host
         self._port = port
         self._responder: Responder = responder or default_responder
-        self._script: deque[str | Fault] = deque()
+        self._script: deque[str | ToolCalls | Fault] = deque()
         self._latency = 0.0
         self._ids = itertools.count(1)
         self._inflight: set[asyncio.Task[Any]] = set()
@@ -138,7 +146,7 @@ class FakeModelServer:
 
     # ----------------------------------------------------------------- control
 
-    def script(self, *steps: str | Fault) -> None:
+    def script(self, *steps: str | ToolCalls | Fault) -> None:
         """Queue reply texts and faults; each chat/responses request consumes one, FIFO."""
         self._script.extend(steps)
 
@@ -199,14 +207,14 @@ class FakeModelServer:
         self.requests.append(recorded)
         return recorded if parse_error is None else error_response(400, parse_error)
 
-    async def _reply_text(self, recorded: RecordedRequest) -> str | web.Response:
+    async def _reply_text(self, recorded: RecordedRequest) -> Reply | web.Response:
         """Consume one script step, apply latency/faults, and return the reply text or error."""
         step = self._script.popleft() if self._script else None
         if recorded.body.get("stream"):
             return error_response(400, "the fake model server does not support stream=true")
         if self._latency > 0:
             await asyncio.sleep(self._latency)
-        if isinstance(step, str):
+        if isinstance(step, str | ToolCalls):
             return step
         if step is not None:
             if step.kind == "status":
@@ -233,18 +241,39 @@ class FakeModelServer:
         return handler
 
     async def _chat(self, recorded: RecordedRequest) -> web.Response:
-        text = await self._reply_text(recorded)
-        if isinstance(text, web.Response):
-            return text
-        payload = chat_completion_payload(
-            completion_id=f"chatcmpl-fake-{next(self._ids)}",
-            model=request_model(recorded.body),
-            text=text,
-            prompt_tokens=estimate_tokens(recorded.prompt_text()),
-            created=int(time.time()),
-            cached_tokens=self._cached_tokens(recorded),
-        )
+        reply = await self._reply_text(recorded)
+        if isinstance(reply, web.Response):
+            return reply
+        completion_id = f"chatcmpl-fake-{next(self._ids)}"
+        model = request_model(recorded.body)
+        prompt_tokens = estimate_tokens(recorded.prompt_text())
+        created, cached = int(time.time()), self._cached_tokens(recorded)
+        if isinstance(reply, ToolCalls):
+            payload = chat_tool_calls_payload(
+                completion_id=completion_id,
+                model=model,
+                calls=self._calls(reply),
+                prompt_tokens=prompt_tokens,
+                created=created,
+                cached_tokens=cached,
+            )
+        else:
+            payload = chat_completion_payload(
+                completion_id=completion_id,
+                model=model,
+                text=reply,
+                prompt_tokens=prompt_tokens,
+                created=created,
+                cached_tokens=cached,
+            )
         return web.json_response(payload)
+
+    def _calls(self, reply: ToolCalls) -> list[tuple[str, str, str]]:
+        """(id, name, arguments) of each call, numbering ids the script left out."""
+        ids = reply.ids or tuple(f"call_{next(self._ids)}" for _ in reply.calls)
+        return [
+            (call_id, name, args) for call_id, (name, args) in zip(ids, reply.calls, strict=True)
+        ]
 
     def _cached_tokens(self, recorded: RecordedRequest) -> int:
         key = recorded.body.get("prompt_cache_key")
@@ -253,18 +282,19 @@ class FakeModelServer:
         )
 
     async def _responses(self, recorded: RecordedRequest) -> web.Response:
-        text = await self._reply_text(recorded)
-        if isinstance(text, web.Response):
-            return text
+        reply = await self._reply_text(recorded)
+        if isinstance(reply, web.Response):
+            return reply
         n = next(self._ids)
         payload = response_payload(
             response_id=f"resp_fake_{n}",
             message_id=f"msg_fake_{n}",
             request=recorded.body,
-            text=text,
+            text="" if isinstance(reply, ToolCalls) else reply,
             input_tokens=estimate_tokens(recorded.prompt_text()),
             created=time.time(),
             cached_tokens=self._cached_tokens(recorded),
+            calls=self._calls(reply) if isinstance(reply, ToolCalls) else None,
         )
         return web.json_response(payload)
 

@@ -7,6 +7,7 @@ in the node that knows the route costs LangGraph no separate branch step per eve
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -15,14 +16,23 @@ from langgraph.graph import END
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from llm_bot.contract import CandidateMemory, CandidateUsage, CandidateV1, MemoryJobV1
+from llm_bot.contract import (
+    CandidateMemory,
+    CandidateToolCall,
+    CandidateUsage,
+    CandidateV1,
+    MemoryJobV1,
+)
 from llm_bot.contract.messages import candidate_id, derived_id
-from llm_bot.graph.state import ChatEvent, GraphContext, GraphState
+from llm_bot.graph.state import ChatEvent, GraphContext, GraphState, Route
 from llm_bot.memory.context import assemble_context
 from llm_bot.memory.messages import ChatMessage, ToolCall
+from llm_bot.memory.tool_rounds import ToolRound, closing_messages
 from llm_bot.memory.transcript import transcript_turns
 from llm_bot.memory.window import WindowAppend, reduce_window
 from llm_bot.memory.working import MemoryCommit, ProcessedEvent, Recalled, WorkingMemory
+from llm_bot.ports import ToolSpec
+from llm_bot.service.retriever import Retrieval
 
 log = structlog.get_logger(__name__)
 
@@ -128,13 +138,27 @@ async def recall(state: GraphState, runtime: Runtime[GraphContext]) -> Command[s
         update["job"] = turn_job(event, recalled.processed.turn, tokens, ctx.clock())
         return Command(update=update, goto=END)
     loaded = recalled.memory.messages
-    added = _numbered(event, recalled)
+    step = _tool_step(state["route"], event, recalled, ctx.max_tool_rounds)
+    if step.route == "tool_duplicate":
+        log.info(
+            "tool.duplicate_result", tool_call_id=event.tool.tool_call_id if event.tool else ""
+        )
+        return Command(update={"route": "tool_duplicate", "recalled": recalled}, goto=END)
+    added = [*step.closing, *_numbered(event, recalled)]
     update = {
+        "route": step.route,
         "recalled": recalled,
         "turn": added[-1].turn,
         "turn_messages": added,
         "messages": WindowAppend((*loaded, *added), ctx.bounds),
+        "tools": step.tools,
+        "rounds_done": step.rounds_done,
+        "tool_round": step.tool_round,
     }
+    if step.route == "continue" and recalled.memory.topic is not None:
+        # The turn goes on: what was recalled for its message stays (and the prefix too).
+        topic = recalled.memory.topic
+        update["retrieval"] = Retrieval("topic_reuse", topic.selection, topic, 0.0)
     if ctx.retriever is None and replying:
         ctx.metrics.retrieval_searches.labels("off").inc()
     elif ctx.retriever is not None and replying:
@@ -144,15 +168,71 @@ async def recall(state: GraphState, runtime: Runtime[GraphContext]) -> Command[s
         update["retrieval"] = await ctx.retriever.retrieve(
             query, event.key, exclude=shown, topic=recalled.memory.topic
         )
-    done = state["route"] in ROUTES_WITHOUT_MODEL
+    if step.route == "continue":
+        ctx.metrics.tool_rounds.labels("completed").inc()
+    if step.closing:
+        ctx.metrics.tool_rounds.labels("closed").inc()
+    done = step.route in ROUTES_WITHOUT_MODEL
     return Command(update=update, goto="remember" if done else "call_model")
+
+
+@dataclass(frozen=True)
+class ToolStep:
+    """What an event does to the conversation's tool round (SPEC 5.9)."""
+
+    route: Route
+    tool_round: ToolRound | None
+    tools: tuple[ToolSpec, ...] = ()
+    rounds_done: int = 0
+    closing: tuple[ChatMessage, ...] = ()
+    """"No result" tool messages closing the open calls before a new user message."""
+
+
+def _tool_step(route: Route, event: ChatEvent, recalled: Recalled, max_rounds: int) -> ToolStep:
+    """A user message closes the open round (its calls get "no result"); a tool result for
+    an open call answers it and, when it was the last, continues the turn (the model is
+    called again, with the turn's tools until ``max_rounds`` rounds were done); a result for
+    a call already answered changes nothing; one for an unknown call is only recorded."""
+    current = recalled.memory.tool_round
+    if route == "reply":
+        if current is None or current.complete():
+            return ToolStep("reply", None, tools=event.tools)
+        closing = closing_messages(
+            current,
+            event_id=event.event_id,
+            next_seq=_next_seq(recalled),
+            created_at=event.created_at.isoformat(),
+            reason="user_moved_on",
+        )
+        return ToolStep("reply", None, tools=event.tools, closing=tuple(closing))
+    if event.type != "tool.result" or event.tool is None or current is None:
+        return ToolStep(route, current)
+    return _answered(route, current, event.tool.tool_call_id, max_rounds)
+
+
+def _answered(route: Route, current: ToolRound, call_id: str, max_rounds: int) -> ToolStep:
+    """The step of a tool result for ``call_id`` while ``current`` is open."""
+    if call_id in current.answered:
+        return ToolStep("tool_duplicate", current)
+    if call_id not in current.calls:
+        return ToolStep(route, current)
+    answered = current.answer(call_id)
+    if not answered.complete():
+        return ToolStep(route, answered)
+    tools = answered.tools if answered.round < max_rounds else ()
+    return ToolStep("continue", None, tools=tools, rounds_done=answered.round)
+
+
+def _next_seq(recalled: Recalled) -> int:
+    """The next sequence number in the conversation's last turn."""
+    loaded = recalled.memory.messages
+    return 1 + max((m.seq for m in loaded if m.turn == recalled.last_turn), default=-1)
 
 
 def _numbered(event: ChatEvent, recalled: Recalled) -> list[ChatMessage]:
     """The event's messages numbered into the conversation: a message opens the next turn,
     a tool trace joins the current one, a transcript is numbered message by message."""
-    loaded = recalled.memory.messages
-    next_seq = 1 + max((m.seq for m in loaded if m.turn == recalled.last_turn), default=-1)
+    next_seq = _next_seq(recalled)
     if event.type == "transcript":
         return transcript_turns(
             event.event_id,
@@ -200,6 +280,7 @@ async def call_model(state: GraphState, runtime: Runtime[GraphContext]) -> Updat
         prompt,
         conversation_id=key.conversation_id,
         cache_key=prompt_cache_key(key.tenant_id, key.user_id),
+        tools=state.get("tools", ()),
     )
     log.info(
         "model.replied",
@@ -207,6 +288,7 @@ async def call_model(state: GraphState, runtime: Runtime[GraphContext]) -> Updat
         input_tokens=reply.input_tokens,
         cached_input_tokens=reply.cached_input_tokens,
         output_tokens=reply.output_tokens,
+        tool_calls=len(reply.tool_calls),
         window_messages=len(state["messages"]),
     )
     return {"context": context, "reply": reply}
@@ -217,14 +299,29 @@ async def build_candidate(state: GraphState, runtime: Runtime[GraphContext]) -> 
     ctx = runtime.context
     event, reply, turn = state["event"], state["reply"], state["turn"]
     now = ctx.clock()
+    # Calls count only when tools were offered (the last round offers none: text ends it).
+    calls = reply.tool_calls if state.get("tools") else ()
     assistant = ChatMessage(
         id=f"{event.event_id}:assistant",
         role="assistant",
         content=reply.text,
         created_at=now.isoformat(),
         turn=turn,
-        seq=1,
+        seq=1 + max(m.seq for m in state["turn_messages"] if m.turn == turn),
         event_id=event.event_id,
+        tool_calls=calls,
+    )
+    opened = (
+        ToolRound(
+            round=state.get("rounds_done", 0) + 1,
+            turn=turn,
+            calls=tuple(call.id for call in calls),
+            names=tuple(call.name for call in calls),
+            tools=state.get("tools", ()),
+            opened_at=now.isoformat(),
+        )
+        if calls
+        else None
     )
     candidate = CandidateV1(
         id=candidate_id(event.key.tenant_id, event.key.user_id, event.event_id),
@@ -233,7 +330,13 @@ async def build_candidate(state: GraphState, runtime: Runtime[GraphContext]) -> 
         user_id=event.key.user_id,
         conversation_id=event.key.conversation_id,
         turn=turn,
+        kind="tool_call" if calls else "text",
         text=reply.text,
+        tool_calls=[
+            CandidateToolCall(id=call.id, name=call.name, arguments=call.arguments)
+            for call in calls
+        ]
+        or None,
         created_at=now,
         model=reply.model,
         usage=CandidateUsage(
@@ -250,10 +353,13 @@ async def build_candidate(state: GraphState, runtime: Runtime[GraphContext]) -> 
             shortened=state["context"].shortened,
         ),
     )
+    if calls:
+        ctx.metrics.tool_rounds.labels("opened").inc()
     return {
         "candidate": candidate,
         "turn_messages": [*state["turn_messages"], assistant],
         "messages": WindowAppend((assistant,), ctx.bounds),
+        "tool_round": opened,
     }
 
 
@@ -280,6 +386,7 @@ async def remember(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
         pending_compaction=tuple(sorted(set(recalled.memory.pending_compaction) | evicted_turns)),
         updated_at=ctx.clock().isoformat(),
         topic=retrieval.topic if retrieval is not None else recalled.memory.topic,
+        tool_round=state.get("tool_round", recalled.memory.tool_round),
     )
     candidate = state.get("candidate")
     processed = ProcessedEvent(

@@ -13,9 +13,10 @@ from llm_bot.contract import CandidateV1, MemoryJobV1, ToolTrace, TranscriptMess
 from llm_bot.memory.context import AssembledContext, ContextBudget
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.tokens import TokenCounter
+from llm_bot.memory.tool_rounds import ToolRound
 from llm_bot.memory.window import WindowBounds, bounded_messages
 from llm_bot.memory.working import ConversationKey, Recalled
-from llm_bot.ports import ChatModel, MemoryStore, ModelReply
+from llm_bot.ports import ChatModel, MemoryStore, ModelReply, ToolSpec
 from llm_bot.service.retriever import Retrieval, Retriever
 from llm_bot.telemetry.metrics import Metrics
 
@@ -33,6 +34,8 @@ class ChatEvent:
     lang: str | None = None
     tool: ToolTrace | None = None
     transcript: tuple[TranscriptMessage, ...] = ()
+    tools: tuple[ToolSpec, ...] = ()
+    """Tools offered to the model with this message (Chat Completions definitions)."""
 
 
 @dataclass(frozen=True)
@@ -51,9 +54,12 @@ class GraphContext:
     counter: TokenCounter
     retriever: Retriever | None = None
     """None when retrieval is off (``LLM_BOT_EMBEDDINGS=off``)."""
+    max_tool_rounds: int = 5
+    """Rounds of tool calls per turn; the model call after the last one offers no tools."""
 
 
-Route = Literal["skip", "duplicate", "tool", "transcript", "reply"]
+Route = Literal["skip", "duplicate", "tool", "tool_duplicate", "transcript", "reply", "continue"]
+"""``continue``: a tool result completed its round, the model is called again."""
 
 
 class GraphState(TypedDict, total=False):
@@ -71,3 +77,9 @@ class GraphState(TypedDict, total=False):
     reply: ModelReply
     candidate: CandidateV1
     job: MemoryJobV1
+    tools: tuple[ToolSpec, ...]
+    """Offered to this model call (none: the model must answer in text)."""
+    rounds_done: int
+    """Rounds of tool calls this turn has completed (0 before any)."""
+    tool_round: ToolRound | None
+    """The open round after this event (written to working memory by ``remember``)."""

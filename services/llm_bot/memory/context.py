@@ -48,6 +48,7 @@ from llm_bot.memory.memory_block import (
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.shortening import shorten_middle
 from llm_bot.memory.tokens import TokenCounter
+from llm_bot.memory.tool_rounds import canonical_tool_sequence
 from llm_bot.memory.topic import RecalledRecord
 from llm_bot.ports import PromptMessage
 
@@ -264,6 +265,7 @@ def assemble_context(
     """
     if any(message.role == "system" for message in window):
         raise ValueError("the window must not contain system messages")
+    window = canonical_tool_sequence(window)  # never half a tool exchange in a prompt
     asm = _Assembler(
         system_prompt=system_prompt,
         items=collect_items(bundle, summary, recalled, carried),

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from llm_bot.memory.long_term import LongTermBundle
 from llm_bot.memory.messages import ChatMessage
+from llm_bot.memory.tool_rounds import ToolRound
 from llm_bot.memory.topic import TopicState
 
 
@@ -36,6 +37,8 @@ class WorkingMemory(BaseModel):
     updated_at: str | None = None
     topic: TopicState | None = None
     """The retrieval topic: its centroid and last selection (``memory/topic.py``)."""
+    tool_round: ToolRound | None = None
+    """The model's calls awaiting their tool results (``memory/tool_rounds.py``)."""
 
 
 class ProcessedEvent(BaseModel):

@@ -49,6 +49,7 @@ def _chat_event(event: InternalEventV2) -> ChatEvent:
         lang=next((a.lang for a in event.annotations if a.kind == "prompt" and a.lang), None),
         tool=event.tool,
         transcript=tuple(event.transcript or ()),
+        tools=tuple(tool.for_chat() for tool in event.tools or ()),
     )
 
 

@@ -191,6 +191,8 @@ class EventHandler:
             return Duplicate(state.get("candidate"), job=state.get("job"))
         if route == "tool":
             return Recorded(f"{command.type} recorded in turn {state['turn']}")
+        if route == "tool_duplicate":
+            return Skipped("tool result for a call already answered")
         if route == "transcript":
             return Recorded(
                 f"transcript: {len(command.transcript)} messages recorded through turn "

@@ -77,6 +77,13 @@ class Metrics:
             ["kind"],
             registry=registry,
         )
+        self.tool_rounds = Counter(
+            "llmbot_tool_rounds",
+            "Rounds of tool calls, by what happened: opened (a tool_call candidate), "
+            "completed (every result came), closed (a new user message closed open calls).",
+            ["result"],
+            registry=registry,
+        )
         self.ltm_evictions = Counter(
             "llmbot_ltm_evictions",
             "Long-term items removed by the retention sweep (age or count), by kind.",
