@@ -26,6 +26,7 @@ from llm_bot.adapters.redis_ltm import RedisLongTermStore
 from llm_bot.adapters.redis_memory import RedisMemoryStore
 from llm_bot.adapters.redis_progress import RedisMemoryProgress
 from llm_bot.adapters.redis_recall_index import RedisRecallIndex
+from llm_bot.adapters.redis_tool_rounds import RedisToolRounds
 from llm_bot.config import ConfigurationError, Settings
 from llm_bot.entrypoints.consumer import EventConsumer
 from llm_bot.graph.builder import build_graph
@@ -43,6 +44,7 @@ from llm_bot.service.memory_jobs import MemoryJobHandler
 from llm_bot.service.retention_sweep import RetentionSweep
 from llm_bot.service.retriever import RetrievalSettings, Retriever
 from llm_bot.service.retry import RetryPolicy
+from llm_bot.service.tool_timeouts import ToolTimeouts
 from llm_bot.telemetry.metrics import Metrics
 from llm_bot.telemetry.tracing import TRACER_NAME, build_tracer_provider
 
@@ -113,6 +115,10 @@ def long_term_store(settings: Settings, client: aioredis.Redis) -> RedisLongTerm
             settings.ltm_max_items, settings.ltm_retention_days, settings.profile_retention_days
         ),
     )
+
+
+def tool_round_schedule(settings: Settings, client: aioredis.Redis) -> RedisToolRounds:
+    return RedisToolRounds(client=client, keys=RedisKeys(prefix=settings.redis_key_prefix))
 
 
 def progress_store(settings: Settings, client: aioredis.Redis) -> RedisMemoryProgress:
@@ -319,6 +325,8 @@ def build_service(
         counter=default_token_counter(),
         retriever=retriever(base),
         max_tool_rounds=settings.max_tool_rounds,
+        tool_rounds=tool_round_schedule(settings, base.redis),
+        tool_result_timeout_seconds=settings.tool_result_timeout_seconds,
     )
     handler = EventHandler(
         graph=build_graph(),
@@ -345,6 +353,7 @@ class Worker(_Running):
     consumer: EventConsumer
     indexer: Indexer | None
     retention: RetentionSweep
+    tool_timeouts: ToolTimeouts
 
 
 WORKER_PREFETCH = 8
@@ -404,6 +413,12 @@ def build_worker(
         prefetch=min(settings.prefetch, WORKER_PREFETCH),
     )
     retention = RetentionSweep(ltm=ltm, marks=progress, index=indexer, metrics=base.metrics)
+    tool_timeouts = ToolTimeouts(
+        rounds=tool_round_schedule(settings, base.redis),
+        progress=progress,
+        publish=consumer.publish_event,
+        metrics=base.metrics,
+    )
     return Worker(
         base=base,
         progress=progress,
@@ -411,4 +426,5 @@ def build_worker(
         consumer=consumer,
         indexer=indexer,
         retention=retention,
+        tool_timeouts=tool_timeouts,
     )

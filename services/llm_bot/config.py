@@ -113,6 +113,9 @@ class Settings(BaseSettings):
     ltm_max_items: int = Field(1000, ge=1, validation_alias=_env("LLM_BOT_LTM_MAX_ITEMS"))
     ltm_retention_days: int = Field(365, ge=1, validation_alias=_env("LLM_BOT_LTM_RETENTION_DAYS"))
     max_tool_rounds: int = Field(5, ge=1, le=50, validation_alias=_env("LLM_BOT_MAX_TOOL_ROUNDS"))
+    tool_result_timeout_seconds: float = Field(
+        120, gt=0, validation_alias=_env("LLM_BOT_TOOL_RESULT_TIMEOUT_SECONDS")
+    )
     profile_retention_days: int = Field(
         365, ge=1, validation_alias=_env("LLM_BOT_PROFILE_RETENTION_DAYS")
     )

@@ -5,16 +5,28 @@ Every prompt the fake model receives must be one a provider accepts."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from llm_bot.config import Settings
-from llm_bot.fake_model import FakeModelServer, ToolCalls
+from llm_bot.fake_model import FakeModelServer, RecordedRequest, ToolCalls
+from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
+from llm_bot.fake_model.scripts import Reply
 from llm_bot.memory.tool_rounds import prompt_is_well_formed
 from tests.support.events import message_event, new_id
-from tests.support.harness import Integrator, Received, bot
+from tests.support.harness import (
+    Integrator,
+    Received,
+    bot,
+    integrator,
+    running_service,
+    running_worker,
+    settings_for_test,
+)
+from tests.support.services import ServiceUrls
 
 pytestmark = pytest.mark.integration
 
@@ -222,3 +234,48 @@ async def test_the_responses_api_path(
         "call_id": "fc1",
         "output": "shipped yesterday",
     }
+
+
+def tools_then_text(request: RecordedRequest) -> Reply:
+    """Replies asking for two tools while none were answered, then text; the memory
+    worker's requests get the memory responder's answers."""
+    if schema_name(request) is not None:
+        return memory_responder(request)
+    if any(m.get("role") == "tool" for m in request.messages()):
+        return "One answer came, the other did not."
+    if request.body.get("tools"):
+        return ToolCalls.of(("lookup_order", "{}"), ("track_parcel", "{}"), ids=("fast", "slow"))
+    return "You are welcome."
+
+
+async def test_a_timeout_closes_missing_results_after_a_restart(
+    service_urls: ServiceUrls,
+) -> None:
+    """The service that published the tool_call candidate stops; the worker's sweep, timed
+    by the schedule in Redis, closes the missing result; a new service process continues the
+    turn; the real result, arriving late, changes nothing."""
+    async with FakeModelServer(responder=tools_then_text) as model:
+        settings = settings_for_test(
+            service_urls, model.base_url, tool_result_timeout_seconds=1, retry_base_seconds=0.05
+        )
+        async with integrator(settings) as client, running_worker(settings) as worker:
+            chat = Chat(client)
+            async with running_service(settings):
+                await chat.say("order and parcel?", tools=[LOOKUP, TRACK])
+                await chat.result("fast", "packed")
+            async with running_service(settings):
+                assert await worker.tool_timeouts.run_once(time.time()) == 0  # not due yet
+                closed = await worker.tool_timeouts.run_once(time.time() + 2)
+                answer = (await client.next_candidate()).body
+                assert await worker.tool_timeouts.run_once(time.time() + 4) == 0  # done
+                await chat.result("slow", "at the depot")  # late
+                await chat.say("thanks")
+        replies = [r for r in model.chat_requests() if schema_name(r) is None]
+        for request in replies:
+            assert prompt_is_well_formed(request.messages())
+    assert closed == 1
+    assert answer["text"] == "One answer came, the other did not."
+    assert answer["event_id"].startswith("tool_timeout_")
+    slow = next(m for m in replies[1].messages() if m.get("tool_call_id") == "slow")
+    assert "in time" in json.loads(slow["content"])["reason"]
+    assert len(replies) == 3  # the late result called no model

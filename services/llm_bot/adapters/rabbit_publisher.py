@@ -13,7 +13,7 @@ import aio_pika
 from aio_pika.abc import AbstractExchange, AbstractIncomingMessage
 from aio_pika.exceptions import AMQPError, DeliveryError, PublishError
 
-from llm_bot.contract import CandidateV1, ErrorV1, MemoryJobV1
+from llm_bot.contract import CandidateV1, ErrorV1, InternalEventV2, MemoryJobV1
 from llm_bot.errors import PublishFailed
 
 PUBLISH_TIMEOUT_SECONDS = 15.0
@@ -64,8 +64,10 @@ class RabbitPublisher:
         error_routing_key: str,
         dead_letter_routing_key: str,
         memory_routing_key: str,
+        events_routing_key: str = "",
     ) -> None:
         self._memory_rk = memory_routing_key
+        self._events_rk = events_routing_key
         self._exchange = exchange
         self._dlx = dlx
         self._candidate_rk = candidate_routing_key
@@ -91,6 +93,16 @@ class RabbitPublisher:
             headers={},
         )
         await self._confirmed(self._exchange, message, self._memory_rk, mandatory=True)
+
+    async def publish_event(self, event: InternalEventV2) -> None:
+        """An event for the service's ingress (the worker's tool results on timeout)."""
+        message = _json_message(
+            event.model_dump_json(by_alias=True, exclude_none=True).encode(),
+            message_id=event.id,
+            correlation_id=event.conversation_id,
+            headers={},
+        )
+        await self._confirmed(self._exchange, message, self._events_rk, mandatory=True)
 
     async def publish_error(self, error: ErrorV1, *, headers: Mapping[str, Any]) -> None:
         """Not mandatory: a deployment with no ErrorV1 subscriber must still dead-letter."""

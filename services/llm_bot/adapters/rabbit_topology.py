@@ -31,6 +31,9 @@ class Topology:
     memory_queue: str = "llm-bot.memory.v1"
     memory_dlq: str = "llm-bot.memory.v1.dlq"
     delivery_limit: int = 20
+    events_routing_key: str = ""
+    """Where events for the service go ("": ``ingress_routing_key``; the memory worker's
+    view keeps the service's here, for the tool results it publishes on timeout)."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Topology:
@@ -55,7 +58,12 @@ class Topology:
             ingress_routing_key=self.memory_routing_key,
             ingress_queue=self.memory_queue,
             dlq=self.memory_dlq,
+            events_routing_key=self.events_routing_key or self.ingress_routing_key,
         )
+
+    def service_routing_key(self) -> str:
+        """The routing key of the service's ingress (events)."""
+        return self.events_routing_key or self.ingress_routing_key
 
     def queues(self) -> tuple[str, ...]:
         """Every queue this topology declares (for tear-down of demo and test deployments)."""

@@ -121,6 +121,12 @@ class RedisKeys:
         user's scope: erasure removes the user's members from it."""
         return f"{self.prefix}:activity"
 
+    def tool_rounds(self) -> str:
+        """Sorted set of conversations with an open tool round (member
+        ``tenant|user|conversation``) by when its calls time out, swept by the memory
+        worker. Outside any user's scope, like ``activity``; erasure removes the members."""
+        return f"{self.prefix}:tool_rounds"
+
     def retention_schedule(self) -> str:
         """Sorted set of users (member ``tenant|user``) by when their oldest long-term item
         ages out: the worker's sweep applies retention to users who are due, active or

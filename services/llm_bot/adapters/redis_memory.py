@@ -178,6 +178,7 @@ class RedisMemoryStore:
                 *(self._keys.processed_event(key, event_id) for event_id in sorted(events)),
             )
             await self._redis.zrem(self._keys.activity(), activity_member(key))
+            await self._redis.zrem(self._keys.tool_rounds(), activity_member(key))
             deleted = int(await self._redis.unlink(*names))
             await self._redis.zrem(self._keys.registry(key.tenant_id, key.user_id), *names)
             return deleted
@@ -205,6 +206,7 @@ class RedisMemoryStore:
             if conversations:
                 members = [activity_member(key) for key in conversations]
                 await self._redis.zrem(self._keys.activity(), *members)
+                await self._redis.zrem(self._keys.tool_rounds(), *members)
             return deleted
 
     @asynccontextmanager

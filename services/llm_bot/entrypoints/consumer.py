@@ -29,7 +29,7 @@ from llm_bot.adapters import amqp_text
 from llm_bot.adapters.amqp_text import envelope_fault, undecodable
 from llm_bot.adapters.rabbit_publisher import RabbitPublisher
 from llm_bot.adapters.rabbit_topology import Topology, declare_topology
-from llm_bot.contract import CandidateV1, MemoryJobV1
+from llm_bot.contract import CandidateV1, InternalEventV2, MemoryJobV1
 from llm_bot.entrypoints.startup import DependencyUnavailable, connect_amqp_robust
 from llm_bot.errors import PublishFailed
 from llm_bot.service.broker_actions import (
@@ -86,6 +86,11 @@ class EventConsumer:
         """Publish a memory job (confirmed), for the worker's idle sweep."""
         await self._with_publish_retries(lambda: self._require_publisher().publish_memory_job(job))
 
+    async def publish_event(self, event: InternalEventV2) -> None:
+        """Publish an event to the service's ingress (confirmed): the worker's tool results
+        for calls that timed out."""
+        await self._with_publish_retries(lambda: self._require_publisher().publish_event(event))
+
     def readiness(self) -> str | None:
         """None when connected and consuming, else why not (for ``/readyz``)."""
         if self._connection is None or self._consumer_tag is None:
@@ -121,6 +126,7 @@ class EventConsumer:
             error_routing_key=self._topology.error_routing_key,
             dead_letter_routing_key=self._topology.ingress_routing_key,
             memory_routing_key=self._topology.memory_routing_key,
+            events_routing_key=self._topology.service_routing_key(),
         )
         self._queue = declared.ingress
         self._consumer_tag = await self._queue.consume(self._on_message, no_ack=False)

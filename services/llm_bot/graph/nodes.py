@@ -30,7 +30,13 @@ from llm_bot.memory.messages import ChatMessage, ToolCall
 from llm_bot.memory.tool_rounds import ToolRound, closing_messages
 from llm_bot.memory.transcript import transcript_turns
 from llm_bot.memory.window import WindowAppend, reduce_window
-from llm_bot.memory.working import MemoryCommit, ProcessedEvent, Recalled, WorkingMemory
+from llm_bot.memory.working import (
+    ConversationKey,
+    MemoryCommit,
+    ProcessedEvent,
+    Recalled,
+    WorkingMemory,
+)
 from llm_bot.ports import ToolSpec
 from llm_bot.service.retriever import Retrieval
 
@@ -136,6 +142,8 @@ async def recall(state: GraphState, runtime: Runtime[GraphContext]) -> Command[s
             update["candidate"] = candidate
             tokens = candidate.usage.input_tokens
         update["job"] = turn_job(event, recalled.processed.turn, tokens, ctx.clock())
+        # A crash between the commit and the schedule is repaired here, on redelivery.
+        await _schedule(ctx, event.key, None, recalled.memory.tool_round)
         return Command(update=update, goto=END)
     loaded = recalled.memory.messages
     step = _tool_step(state["route"], event, recalled, ctx.max_tool_rounds)
@@ -406,6 +414,7 @@ async def remember(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
             erasure=recalled.erasure,
         )
     )
+    await _schedule(ctx, event.key, recalled.memory.tool_round, memory.tool_round)
     log.info(
         "memory.committed",
         turn=state["turn"],
@@ -416,6 +425,20 @@ async def remember(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
     reply = state.get("reply")
     job = turn_job(event, state["turn"], reply.input_tokens if reply else None, ctx.clock())
     return {"job": job}
+
+
+async def _schedule(
+    ctx: GraphContext, key: ConversationKey, before: ToolRound | None, after: ToolRound | None
+) -> None:
+    """Keep the worker's timeout schedule in step with the conversation's open round."""
+    if ctx.tool_rounds is None:
+        return
+    if after is not None and not after.complete():
+        if before is None or before.opened_at != after.opened_at:
+            opened = datetime.fromisoformat(after.opened_at).timestamp()
+            await ctx.tool_rounds.schedule(key, opened + ctx.tool_result_timeout_seconds)
+    elif before is not None:
+        await ctx.tool_rounds.unschedule(key)
 
 
 def turn_job(event: ChatEvent, turn: int, prompt_tokens: int | None, now: datetime) -> MemoryJobV1:

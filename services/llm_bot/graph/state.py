@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Literal, TypedDict
+from typing import Annotated, Literal, Protocol, TypedDict
 
 from opentelemetry.trace import Tracer
 
@@ -56,6 +56,15 @@ class GraphContext:
     """None when retrieval is off (``LLM_BOT_EMBEDDINGS=off``)."""
     max_tool_rounds: int = 5
     """Rounds of tool calls per turn; the model call after the last one offers no tools."""
+    tool_rounds: ToolRoundScheduler | None = None
+    """Where open rounds are scheduled for the worker's timeout sweep (None: nowhere)."""
+    tool_result_timeout_seconds: float = 120.0
+
+
+class ToolRoundScheduler(Protocol):
+    async def schedule(self, key: ConversationKey, deadline: float) -> None: ...
+
+    async def unschedule(self, key: ConversationKey) -> None: ...
 
 
 Route = Literal["skip", "duplicate", "tool", "tool_duplicate", "transcript", "reply", "continue"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 
 import structlog
@@ -56,18 +56,18 @@ async def sweep_forever(
     interval_seconds: float,
     stop: asyncio.Event,
     clock: Callable[[], float],
-    retention: Callable[[float], Awaitable[int]] | None = None,
+    also: Sequence[Callable[[float], Awaitable[int]]] = (),
 ) -> None:
     """Sweep every ``interval_seconds`` until ``stop`` is set: idle conversations, then
-    (``retention``) the long-term memory of users due for retention. Failures are logged
-    and the next sweep tries again."""
+    each of ``also`` (the retention of users who are due, the tool calls that timed out).
+    Failures are logged and the next sweep tries again."""
     while not stop.is_set():
         try:
             await sweep_once(
                 progress=progress, publish=publish, idle_seconds=idle_seconds, now=clock()
             )
-            if retention is not None:
-                await retention(clock())
+            for sweep in also:
+                await sweep(clock())
         except LlmBotError as exc:  # Redis failures arrive as MemoryUnavailable
             log.warning("sweep.failed", error=str(exc), error_type=type(exc).__name__)
         with contextlib.suppress(TimeoutError):

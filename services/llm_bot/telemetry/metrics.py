@@ -80,7 +80,8 @@ class Metrics:
         self.tool_rounds = Counter(
             "llmbot_tool_rounds",
             "Rounds of tool calls, by what happened: opened (a tool_call candidate), "
-            "completed (every result came), closed (a new user message closed open calls).",
+            "completed (every result came), closed (a new user message closed open calls), "
+            "timed_out (the worker closed calls whose results did not come in time).",
             ["result"],
             registry=registry,
         )
