@@ -131,6 +131,8 @@ class OpenAIChatModel:
         }
         if conversation_id:
             attributes["gen_ai.conversation.id"] = conversation_id
+        if tools:
+            attributes["llmbot.tools.offered"] = len(tools)
         started = time.perf_counter()
         with self._tracer.start_as_current_span(
             f"chat {self._model}",
@@ -281,3 +283,8 @@ def _record_usage(span: Span, reply: ModelReply) -> None:
     span.set_attribute("gen_ai.usage.input_tokens", reply.input_tokens)
     span.set_attribute("gen_ai.usage.output_tokens", reply.output_tokens)
     span.set_attribute("gen_ai.usage.cache_read.input_tokens", reply.cached_input_tokens)
+    span.set_attribute(
+        "gen_ai.response.finish_reasons", ["tool_calls"] if reply.tool_calls else ["stop"]
+    )
+    if reply.tool_calls:
+        span.set_attribute("llmbot.tool_calls", [call.name for call in reply.tool_calls])
