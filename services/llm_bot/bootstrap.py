@@ -44,6 +44,7 @@ from llm_bot.service.memory_jobs import MemoryJobHandler
 from llm_bot.service.retention_sweep import RetentionSweep
 from llm_bot.service.retriever import RetrievalSettings, Retriever
 from llm_bot.service.retry import RetryPolicy
+from llm_bot.service.tool_catalog import load_tool_catalog
 from llm_bot.service.tool_timeouts import ToolTimeouts
 from llm_bot.telemetry.metrics import Metrics
 from llm_bot.telemetry.tracing import TRACER_NAME, build_tracer_provider
@@ -324,6 +325,7 @@ def build_service(
         budget=settings.context_budget(),
         counter=default_token_counter(),
         retriever=retriever(base),
+        tools=load_tool_catalog(settings.tools_path),
         max_tool_rounds=settings.max_tool_rounds,
         tool_rounds=tool_round_schedule(settings, base.redis),
         tool_result_timeout_seconds=settings.tool_result_timeout_seconds,

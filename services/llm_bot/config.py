@@ -6,6 +6,7 @@ at import time: the composition root calls :func:`load_settings` once.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -112,6 +113,7 @@ class Settings(BaseSettings):
     )
     ltm_max_items: int = Field(1000, ge=1, validation_alias=_env("LLM_BOT_LTM_MAX_ITEMS"))
     ltm_retention_days: int = Field(365, ge=1, validation_alias=_env("LLM_BOT_LTM_RETENTION_DAYS"))
+    tools_path: Path | None = Field(None, validation_alias=_env("LLM_BOT_TOOLS_PATH"))
     max_tool_rounds: int = Field(5, ge=1, le=50, validation_alias=_env("LLM_BOT_MAX_TOOL_ROUNDS"))
     tool_result_timeout_seconds: float = Field(
         120, gt=0, validation_alias=_env("LLM_BOT_TOOL_RESULT_TIMEOUT_SECONDS")
@@ -217,7 +219,12 @@ class Settings(BaseSettings):
         return value
 
     @field_validator(
-        "openai_base_url", "embedding_base_url", "qdrant_url", "provider_name", mode="before"
+        "openai_base_url",
+        "embedding_base_url",
+        "qdrant_url",
+        "provider_name",
+        "tools_path",
+        mode="before",
     )
     @classmethod
     def _blank_is_none(cls, value: object) -> object:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -279,3 +280,39 @@ async def test_a_timeout_closes_missing_results_after_a_restart(
     slow = next(m for m in replies[1].messages() if m.get("tool_call_id") == "slow")
     assert "in time" in json.loads(slow["content"])["reason"]
     assert len(replies) == 3  # the late result called no model
+
+
+async def test_three_sequential_rounds_within_the_default_bound(
+    make_settings: Callable[..., Settings], fake_model: FakeModelServer
+) -> None:
+    fake_model.script(
+        *(ToolCalls.of(("lookup_order", f'{{"step": {n}}}'), ids=(f"s{n}",)) for n in (1, 2, 3)),
+        "Three lookups later: shipped.",
+    )
+    async with bot(make_settings()) as (_, client):
+        chat = Chat(client)
+        candidates = [(await chat.say("trace it", tools=[LOOKUP])).body]
+        for n in (1, 2, 3):
+            await chat.result(f"s{n}", f"hop {n}")
+            candidates.append((await client.next_candidate()).body)
+    assert [c["kind"] for c in candidates] == ["tool_call"] * 3 + ["text"]
+    assert candidates[-1]["text"] == "Three lookups later: shipped."
+    assert len({c["turn"] for c in candidates}) == 1
+    assert len({c["id"] for c in candidates}) == 4
+    assert [bool(r.body.get("tools")) for r in fake_model.chat_requests()] == [True] * 4
+    last = fake_model.chat_requests()[-1].messages()
+    assert [m.get("tool_call_id") for m in last if m["role"] == "tool"] == ["s1", "s2", "s3"]
+    assert_all_well_formed(fake_model)
+
+
+async def test_configured_tools_are_offered_when_the_event_has_none(
+    make_settings: Callable[..., Settings], fake_model: FakeModelServer, tmp_path: Path
+) -> None:
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps([TRACK]), encoding="utf-8")
+    async with bot(make_settings(tools_path=str(path))) as (_, client):
+        chat = Chat(client)
+        await chat.say("parcel?")
+        await chat.say("order?", tools=[LOOKUP])
+    offered = [r.body.get("tools") for r in fake_model.chat_requests()]
+    assert offered == [[TRACK], [LOOKUP]]

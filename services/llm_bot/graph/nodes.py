@@ -146,7 +146,9 @@ async def recall(state: GraphState, runtime: Runtime[GraphContext]) -> Command[s
         await _schedule(ctx, event.key, None, recalled.memory.tool_round)
         return Command(update=update, goto=END)
     loaded = recalled.memory.messages
-    step = _tool_step(state["route"], event, recalled, ctx.max_tool_rounds)
+    step = _tool_step(
+        state["route"], event, recalled, ctx.max_tool_rounds, ctx.tools.for_message(event.tools)
+    )
     if step.route == "tool_duplicate":
         log.info(
             "tool.duplicate_result", tool_call_id=event.tool.tool_call_id if event.tool else ""
@@ -196,7 +198,13 @@ class ToolStep:
     """"No result" tool messages closing the open calls before a new user message."""
 
 
-def _tool_step(route: Route, event: ChatEvent, recalled: Recalled, max_rounds: int) -> ToolStep:
+def _tool_step(
+    route: Route,
+    event: ChatEvent,
+    recalled: Recalled,
+    max_rounds: int,
+    offered: tuple[ToolSpec, ...],
+) -> ToolStep:
     """A user message closes the open round (its calls get "no result"); a tool result for
     an open call answers it and, when it was the last, continues the turn (the model is
     called again, with the turn's tools until ``max_rounds`` rounds were done); a result for
@@ -204,7 +212,7 @@ def _tool_step(route: Route, event: ChatEvent, recalled: Recalled, max_rounds: i
     current = recalled.memory.tool_round
     if route == "reply":
         if current is None or current.complete():
-            return ToolStep("reply", None, tools=event.tools)
+            return ToolStep("reply", None, tools=offered)
         closing = closing_messages(
             current,
             event_id=event.event_id,
@@ -212,7 +220,7 @@ def _tool_step(route: Route, event: ChatEvent, recalled: Recalled, max_rounds: i
             created_at=event.created_at.isoformat(),
             reason="user_moved_on",
         )
-        return ToolStep("reply", None, tools=event.tools, closing=tuple(closing))
+        return ToolStep("reply", None, tools=offered, closing=tuple(closing))
     if event.type != "tool.result" or event.tool is None or current is None:
         return ToolStep(route, current)
     return _answered(route, current, event.tool.tool_call_id, max_rounds)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Literal, Protocol, TypedDict
 
@@ -18,6 +18,7 @@ from llm_bot.memory.window import WindowBounds, bounded_messages
 from llm_bot.memory.working import ConversationKey, Recalled
 from llm_bot.ports import ChatModel, MemoryStore, ModelReply, ToolSpec
 from llm_bot.service.retriever import Retrieval, Retriever
+from llm_bot.service.tool_catalog import ToolCatalog
 from llm_bot.telemetry.metrics import Metrics
 
 
@@ -54,6 +55,8 @@ class GraphContext:
     counter: TokenCounter
     retriever: Retriever | None = None
     """None when retrieval is off (``LLM_BOT_EMBEDDINGS=off``)."""
+    tools: ToolCatalog = field(default_factory=ToolCatalog)
+    """Which tools a message offers the model (``service/tool_catalog.py``)."""
     max_tool_rounds: int = 5
     """Rounds of tool calls per turn; the model call after the last one offers no tools."""
     tool_rounds: ToolRoundScheduler | None = None
