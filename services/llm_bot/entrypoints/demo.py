@@ -4,7 +4,8 @@ Starts the project's fake OpenAI-compatible model (which also answers the memory
 summarizer and classifier prompts), runs the consumer and the memory worker in-process on
 demo queue names (so a running service is not disturbed), imports an earlier support
 chat with a human agent as a ``transcript`` event, publishes a seven-turn conversation as
-an integrator would with a small window (6 messages), prints each
+an integrator would with a small window (6 messages; the last turn offers an order-lookup
+tool, whose call the demo answers itself over the bus), prints each
 CandidateV1, what the model was sent for the last turn, and every memory tier at the end:
 the window, the rolling summary, and the long-term profile, facts, episodes and events
 with their sources.
@@ -16,6 +17,7 @@ import asyncio
 import json
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import aio_pika
 from aio_pika.abc import AbstractIncomingMessage
@@ -26,8 +28,9 @@ from llm_bot.bootstrap import build_service, build_worker
 from llm_bot.config import Settings
 from llm_bot.entrypoints.memory_cli import forget_memory, render_memory, show_memory
 from llm_bot.entrypoints.startup import check_redis, connect_amqp_robust
-from llm_bot.fake_model import FakeModelServer, RecordedRequest
+from llm_bot.fake_model import FakeModelServer, RecordedRequest, ToolCalls
 from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
+from llm_bot.fake_model.scripts import Reply
 from llm_bot.memory.working import ConversationKey
 
 DEMO_PROMPTS = (
@@ -45,14 +48,34 @@ EARLIER_CHAT = (
     ("user", "Thank you, please ring the bell twice, the doorbell is broken.", "Ann"),
 )
 """A chat with a human agent last month, imported as a ``transcript`` (retrieval finds it)."""
+LOOKUP_ORDER = {
+    "type": "function",
+    "function": {
+        "name": "lookup_order",
+        "description": "Look up an order of the customer by its number.",
+        "parameters": {
+            "type": "object",
+            "properties": {"order": {"type": "string"}},
+            "required": ["order"],
+        },
+    },
+}
+"""The tool the last turn offers; the demo answers its calls itself, over the bus."""
+ORDERS = {"3921": {"item": "replacement teapot lid", "status": "delivered", "on": "last week"}}
 DEMO_WINDOW_MESSAGES = 6
 WORKER_SETTLE_SECONDS = 30.0
 CANDIDATE_WAIT_SECONDS = 30.0
 
 
-def demo_responder(request: RecordedRequest) -> str:
-    """A reply that shows what the model saw: how many earlier user turns were in context."""
-    users = [m for m in request.messages() if m.get("role") == "user"]
+def demo_responder(request: RecordedRequest) -> Reply:
+    """A reply that shows what the model saw: how many earlier user turns were in context.
+    Offered the order lookup, it first asks for it; given its result, it reads it out."""
+    messages = request.messages()
+    if messages and messages[-1].get("role") == "tool":
+        return f"(fake model) The order lookup says: {messages[-1].get('content')}"
+    if request.body.get("tools"):
+        return ToolCalls.of(("lookup_order", json.dumps({"order": "3921"})))
+    users = [m for m in messages if m.get("role") == "user"]
     if not users:
         return f"(fake model) I received: {request.prompt_text()[-160:]!r}"
     earlier = [str(m.get("content", "")) for m in users[:-1]]
@@ -100,8 +123,68 @@ def transcript_event(key: ConversationKey) -> dict[str, object]:
     }
 
 
-def demo_event(key: ConversationKey, text: str) -> dict[str, object]:
+async def _converse(
+    connection: aio_pika.abc.AbstractRobustConnection,
+    exchange: aio_pika.abc.AbstractExchange,
+    settings: Settings,
+    key: ConversationKey,
+    inbox: asyncio.Queue[dict[str, Any]],
+) -> None:
+    """Publish the demo's turns one by one, answering tool calls, and print each reply."""
+    for turn, text in enumerate(DEMO_PROMPTS, start=1):
+        tools = [LOOKUP_ORDER] if turn == len(DEMO_PROMPTS) else None
+        await _publish(exchange, settings, demo_event(key, text, tools))
+        candidate = await asyncio.wait_for(inbox.get(), CANDIDATE_WAIT_SECONDS)
+        print(f"turn {turn}  user: {text}")
+        while candidate["kind"] == "tool_call":  # the demo runs the tools itself
+            candidate = await _run_tools(exchange, settings, key, candidate, inbox)
+        await _settle(connection, settings.memory_queue)  # let the worker catch up
+        print(f"        bot:  {candidate['text']}")
+        print(
+            f"        candidate {candidate['id']} turn={candidate['turn']} "
+            f"usage={candidate['usage']} memory={candidate['memory']}\n"
+        )
+
+
+async def _run_tools(
+    exchange: aio_pika.abc.AbstractExchange,
+    settings: Settings,
+    key: ConversationKey,
+    candidate: dict[str, Any],
+    inbox: asyncio.Queue[dict[str, Any]],
+) -> dict[str, Any]:
+    """What an integrator does with a ``tool_call`` candidate: run each call, publish its
+    ``tool.result``; returns the candidate that continues the turn."""
+    for call in candidate["tool_calls"]:
+        order = json.loads(call["arguments"]).get("order", "")
+        result = json.dumps(ORDERS.get(order, {"error": f"no order {order}"}))
+        print(f"        bot asks for a tool: {call['name']}({call['arguments']}) -> {result}")
+        await _publish(exchange, settings, tool_result_event(key, call["id"], call["name"], result))
+    return await asyncio.wait_for(inbox.get(), CANDIDATE_WAIT_SECONDS)
+
+
+def tool_result_event(
+    key: ConversationKey, call_id: str, name: str, content: str
+) -> dict[str, object]:
     return {
+        "schema": "internal.event.v2",
+        "id": f"evt_{uuid.uuid4().hex}",
+        "type": "tool.result",
+        "tenant_id": key.tenant_id,
+        "user_id": key.user_id,
+        "conversation_id": key.conversation_id,
+        "created_at": datetime.now(UTC).isoformat(),
+        "source": {"platform": "demo", "channel": "cli"},
+        "tool": {"tool_call_id": call_id, "name": name, "content": content},
+    }
+
+
+def demo_event(
+    key: ConversationKey, text: str, tools: list[dict[str, Any]] | None = None
+) -> dict[str, object]:
+    extra: dict[str, object] = {"tools": tools} if tools else {}
+    return {
+        **extra,
         "schema": "internal.event.v2",
         "id": f"evt_{uuid.uuid4().hex}",
         "type": "message",
@@ -134,7 +217,7 @@ async def run_demo(settings: Settings) -> None:
             exchange = await channel.get_exchange(settings.ingress_exchange)
             replies = await channel.declare_queue(exclusive=True, auto_delete=True)
             await replies.bind(exchange, settings.candidate_routing_key)
-            inbox: asyncio.Queue[dict[str, object]] = asyncio.Queue()
+            inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 
             async def collect(message: AbstractIncomingMessage) -> None:
                 async with message.process():
@@ -143,16 +226,7 @@ async def run_demo(settings: Settings) -> None:
             await replies.consume(collect)
             await _import_earlier_chat(connection, exchange, settings, key)
             print(f"conversation {key.conversation_id} (model: fake server at {fake.base_url})\n")
-            for turn, text in enumerate(DEMO_PROMPTS, start=1):
-                await _publish(exchange, settings, demo_event(key, text))
-                candidate = await asyncio.wait_for(inbox.get(), CANDIDATE_WAIT_SECONDS)
-                await _settle(connection, settings.memory_queue)  # let the worker catch up
-                print(f"turn {turn}  user: {text}")
-                print(f"        bot:  {candidate['text']}")
-                print(
-                    f"        candidate {candidate['id']} turn={candidate['turn']} "
-                    f"usage={candidate['usage']} memory={candidate['memory']}\n"
-                )
+            await _converse(connection, exchange, settings, key, inbox)
             answered = [r for r in fake.chat_requests() if schema_name(r) is None]
             last = answered[-1]
             await _settle(connection, settings.memory_queue)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from llm_bot.fake_model.scripts import RecordedRequest, default_responder
+from llm_bot.fake_model.scripts import RecordedRequest, Reply, default_responder
 
 LANGUAGE = re.compile(r"I speak (\w+)", re.IGNORECASE)
 TURN = re.compile(r"turn (\d+) user: (.*)")
@@ -35,8 +35,8 @@ def schema_name(request: RecordedRequest) -> str | None:
 
 
 def memory_responder(
-    request: RecordedRequest, chat: Callable[[RecordedRequest], str] = default_responder
-) -> str:
+    request: RecordedRequest, chat: Callable[[RecordedRequest], Reply] = default_responder
+) -> Reply:
     """Summarizer and classifier answers; ``chat`` answers everything else."""
     name = schema_name(request)
     if name == "memory_compaction":
