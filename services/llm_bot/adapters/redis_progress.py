@@ -61,7 +61,9 @@ redis.call('SET', KEYS[2], '1', 'EX', ARGV[2])
 register(KEYS[3], KEYS[2], ARGV[2])
 return 1
 """
-_CLEAR_IF_UNCHANGED = """
+ZREM_IF_DUE = """
+-- Remove member ARGV[1] from sorted set KEYS[1] only if its score is still <= ARGV[2]
+-- (a later score means someone rescheduled it meanwhile: keep it).
 local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if score and tonumber(score) <= tonumber(ARGV[2]) then
   return redis.call('ZREM', KEYS[1], ARGV[1])
@@ -81,7 +83,7 @@ class RedisMemoryProgress:
         self._commit = client.register_script(_COMMIT_COMPACTION)
         self._raise = client.register_script(_RAISE_MARK)
         self._mark_job = client.register_script(_MARK_JOB)
-        self._clear = client.register_script(_CLEAR_IF_UNCHANGED)
+        self._clear = client.register_script(ZREM_IF_DUE)
 
     async def erasure(self, tenant_id: str, user_id: str) -> str:
         """The user's erasure generation: read it before reading their memory and pass it

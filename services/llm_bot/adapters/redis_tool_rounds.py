@@ -15,15 +15,8 @@ import redis.asyncio as aioredis
 
 from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys, activity_member, parse_activity_member
+from llm_bot.adapters.redis_progress import ZREM_IF_DUE
 from llm_bot.memory.working import ConversationKey
-
-_DROP_DUE = """
-local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if score and tonumber(score) <= tonumber(ARGV[2]) then
-  return redis.call('ZREM', KEYS[1], ARGV[1])
-end
-return 0
-"""
 
 
 @redis_failures_retryable
@@ -33,7 +26,7 @@ class RedisToolRounds:
     def __init__(self, *, client: aioredis.Redis, keys: RedisKeys) -> None:
         self._redis = client
         self._keys = keys
-        self._drop_due = client.register_script(_DROP_DUE)
+        self._drop_due = client.register_script(ZREM_IF_DUE)
 
     async def schedule(self, key: ConversationKey, deadline: float) -> None:
         await self._redis.zadd(self._keys.tool_rounds(), {activity_member(key): deadline})
