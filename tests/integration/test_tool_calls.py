@@ -17,6 +17,7 @@ from llm_bot.fake_model import FakeModelServer, RecordedRequest, ToolCalls
 from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
 from llm_bot.fake_model.scripts import Reply
 from llm_bot.memory.tool_rounds import prompt_is_well_formed
+from llm_bot.memory.working import ConversationKey
 from tests.support.events import message_event, new_id
 from tests.support.harness import (
     Integrator,
@@ -191,7 +192,7 @@ async def test_duplicate_and_unknown_results_call_the_model_once(
     """A redelivered result republishes the same candidate; another result for an answered
     call, and one for a call nobody made, change nothing."""
     fake_model.script(ToolCalls.of(("lookup_order", "{}"), ids=("once",)), "Answered once.")
-    async with bot(make_settings(prefetch=1)) as (_, client):
+    async with bot(make_settings(prefetch=1)) as (service, client):
         chat = Chat(client)
         await chat.say("order?", tools=[LOOKUP])
         result_id = await chat.result("once", "packed")
@@ -201,6 +202,11 @@ async def test_duplicate_and_unknown_results_call_the_model_once(
         await chat.result("once", "packed again")  # another event, same call
         await chat.result("nobody_called_this", "??")
         tail = await chat.say("ok thanks")
+        trace = await service.store.raw_trace(
+            ConversationKey(chat.tenant, chat.user, chat.conversation)
+        )
+    results = [m.tool_call_id for m in trace if m.role == "tool"]
+    assert results == ["once", "nobody_called_this"]  # the second "once" changed nothing
     assert again.body["id"] == answer.body["id"]
     assert again.body["text"] == "Answered once."
     assert len(fake_model.chat_requests()) == 3  # tool call, answer, "ok thanks"

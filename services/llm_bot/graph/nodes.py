@@ -221,9 +221,14 @@ def _tool_step(
             reason="user_moved_on",
         )
         return ToolStep("reply", None, tools=offered, closing=tuple(closing))
-    if event.type != "tool.result" or event.tool is None or current is None:
+    if event.type != "tool.result" or event.tool is None:
         return ToolStep(route, current)
-    return _answered(route, current, event.tool.tool_call_id, max_rounds)
+    call_id = event.tool.tool_call_id
+    if any(m.role == "tool" and m.tool_call_id == call_id for m in recalled.memory.messages):
+        return ToolStep("tool_duplicate", current)  # answered already, in this round or before
+    if current is None:
+        return ToolStep(route, current)
+    return _answered(route, current, call_id, max_rounds)
 
 
 def _answered(route: Route, current: ToolRound, call_id: str, max_rounds: int) -> ToolStep:
