@@ -181,7 +181,7 @@ class Soak:
                 proc = await self.spawn()
                 self.note(f"replacement {proc.log_path.name} ready")
                 continue
-            self.note(f"rabbitmqctl stop_app ({backlog})")
+            self.note(f"rabbitmqctl -n {self.own_broker().node} stop_app ({backlog})")
             self.broker_down, stopped = True, self.now()
             try:
                 await asyncio.to_thread(self.own_broker().stop_app)

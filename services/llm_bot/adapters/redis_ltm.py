@@ -189,7 +189,8 @@ class RedisLongTermStore:
 
         watched = self._item_keys(tenant_id, user_id)
         await self._unless_erased(tenant_id, user_id, erasure, prune, watch=watched)
-        await self.apply_retention(tenant_id, user_id, erasure=erasure)
+        if pruning.count():  # the bundle and schedule only change when something did
+            await self.apply_retention(tenant_id, user_id, erasure=erasure)
         return pruning
 
     async def _everything(

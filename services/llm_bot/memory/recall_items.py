@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -188,6 +188,17 @@ LongTermItem = SemanticFact | EpisodicSummary | NotableEvent
 def long_term_entry_id(kind: str, item_id: str) -> str:
     """The index entry id of the long-term item ``item_id`` of ``kind``."""
     return f"{LONG_TERM_PREFIX}{kind}{SEPARATOR}{item_id}"
+
+
+def long_term_entry_ids(removed: Mapping[str, Sequence[str]]) -> list[str]:
+    """The entry ids of long-term items that left memory (kind → ids; profile attributes
+    have no entries)."""
+    return [
+        long_term_entry_id(kind, item_id)
+        for kind, ids in removed.items()
+        if kind != "profile"
+        for item_id in ids
+    ]
 
 
 def long_term_entry(item: LongTermItem, *, indexed_at: float) -> IndexEntry | None:

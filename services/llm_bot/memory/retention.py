@@ -13,7 +13,7 @@ from llm_bot.memory.long_term import (
     ProfileAttribute,
     SemanticFact,
 )
-from llm_bot.memory.stale_statements import corrections, restates_corrected
+from llm_bot.memory.stale_statements import still_true
 
 BUNDLE_FACTS = 20
 BUNDLE_EPISODES = 5
@@ -96,18 +96,8 @@ def select_bundle(
     """The selection ``recall`` loads: profile, best current facts, latest episodes, most
     important recent events; never a superseded fact, nor an episode or event that states
     what a correction replaced (``stale_statements``). Deterministic."""
-    replaced = corrections(facts)
+    episodes, events = still_true(facts, episodes, events)
     facts = [fact for fact in facts if fact.superseded_by is None]
-    episodes = [
-        e
-        for e in episodes
-        if not restates_corrected(e.summary, e.conversation_id, e.turns, replaced)
-    ]
-    events = [
-        e
-        for e in events
-        if not restates_corrected(e.summary, e.conversation_id, (e.turn,), replaced)
-    ]
     return LongTermBundle(
         profile=tuple(sorted(profile, key=lambda a: a.key)[:BUNDLE_PROFILE]),
         facts=tuple(sorted(facts, key=lambda f: (-score(f), f.id))[:BUNDLE_FACTS]),

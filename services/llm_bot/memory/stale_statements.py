@@ -25,7 +25,7 @@ from typing import Final
 
 from llm_bot.memory.fact_values import fact_values, without_negation
 from llm_bot.memory.keyword_terms import keyword_terms
-from llm_bot.memory.long_term import SemanticFact
+from llm_bot.memory.long_term import EpisodicSummary, NotableEvent, SemanticFact
 
 _FACT_SUBJECT: Final = re.compile(r"\b(?:the )?(?:user|customer|client)\b|ผู้ใช้|ลูกค้า", re.I)
 """Who a fact is about ("The user ...", "ลูกค้า..."): no message says it of itself."""
@@ -84,4 +84,26 @@ def restates_corrected(
     )
 
 
-__all__ = ["corrections", "restates_corrected", "states_replaced_value"]
+def still_true(
+    facts: Iterable[SemanticFact],
+    episodes: Iterable[EpisodicSummary],
+    events: Iterable[NotableEvent],
+) -> tuple[list[EpisodicSummary], list[NotableEvent]]:
+    """The episodes and notable events that state no value a correction among ``facts``
+    replaced (what the bundle shows and the index recalls)."""
+    replaced = corrections(facts)
+    return (
+        [
+            e
+            for e in episodes
+            if not restates_corrected(e.summary, e.conversation_id, e.turns, replaced)
+        ],
+        [
+            e
+            for e in events
+            if not restates_corrected(e.summary, e.conversation_id, (e.turn,), replaced)
+        ],
+    )
+
+
+__all__ = ["corrections", "restates_corrected", "states_replaced_value", "still_true"]

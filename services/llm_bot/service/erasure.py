@@ -8,7 +8,7 @@ from typing import Protocol
 import structlog
 
 from llm_bot.memory.conversation_erasure import ConversationPruning
-from llm_bot.memory.recall_items import long_term_entry_id
+from llm_bot.memory.recall_items import long_term_entry_ids
 from llm_bot.memory.working import ConversationKey
 
 log = structlog.get_logger(__name__)
@@ -64,12 +64,7 @@ class Eraser:
             items = pruned.count()
             if self._index is not None:
                 await self._index.forget_conversation(key)
-                entries = [
-                    long_term_entry_id(kind, item_id)
-                    for kind, ids in pruned.deleted.items()
-                    if kind != "profile"
-                    for item_id in ids
-                ]
+                entries = long_term_entry_ids(pruned.deleted)
                 await self._index.remove(tenant_id, user_id, entries)
         log.info(
             "memory.forgotten",

@@ -32,13 +32,10 @@ from llm_bot.memory.recall_items import (
     conversation_of,
     long_term_entry,
     long_term_entry_id,
+    long_term_entry_ids,
     message_entries,
 )
-from llm_bot.memory.stale_statements import (
-    corrections,
-    restates_corrected,
-    states_replaced_value,
-)
+from llm_bot.memory.stale_statements import states_replaced_value, still_true
 from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import Embedder, LongTermStore, MemoryProgress, RecallIndex
 from llm_bot.telemetry.metrics import Metrics
@@ -100,20 +97,8 @@ class Indexer:
             self._ltm.events(tenant_id, user_id),
         )
         now = self._clock().timestamp()
-        replaced = corrections(facts)
-        items: list[LongTermItem] = [
-            *facts,
-            *(
-                e
-                for e in episodes
-                if not restates_corrected(e.summary, e.conversation_id, e.turns, replaced)
-            ),
-            *(
-                e
-                for e in events
-                if not restates_corrected(e.summary, e.conversation_id, (e.turn,), replaced)
-            ),
-        ]
+        true_episodes, true_events = still_true(facts, episodes, events)
+        items: list[LongTermItem] = [*facts, *true_episodes, *true_events]
         wanted = {
             entry.id: entry
             for item in items
@@ -178,12 +163,7 @@ class Indexer:
     ) -> int:
         """Remove the entries of long-term items that left memory (kind → ids; profile
         attributes have none)."""
-        entries = [
-            long_term_entry_id(kind, item_id)
-            for kind, ids in removed.items()
-            if kind != "profile"
-            for item_id in ids
-        ]
+        entries = long_term_entry_ids(removed)
         return await self._index.remove(tenant_id, user_id, entries) if entries else 0
 
     async def prune_expired(self, tenant_id: str, user_id: str) -> int:
