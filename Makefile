@@ -31,6 +31,10 @@ run: $(STAMP) ## run the consumer (needs RabbitMQ, Redis and OPENAI_API_KEY or O
 worker: $(STAMP) ## run the memory worker (classify, compact, finalize) beside `make run`
 	$(BIN)/llm-bot worker
 
+.PHONY: gateway
+gateway: $(STAMP) ## run the OpenAI-compatible gateway on :8000 beside `make run` (needs LLM_BOT_GATEWAY_KEYS)
+	$(BIN)/llm-bot gateway
+
 .PHONY: demo
 demo: $(STAMP) ## a 7-turn conversation through RabbitMQ (with an imported earlier chat) against the built-in fake model
 	LLM_BOT_LOG_LEVEL=$${LLM_BOT_LOG_LEVEL:-warning} LLM_BOT_LOG_FORMAT=$${LLM_BOT_LOG_FORMAT:-console} $(BIN)/llm-bot demo

@@ -19,6 +19,7 @@ from llm_bot import __version__
 from llm_bot.adapters.openai_embedder import OpenAIEmbedder
 from llm_bot.adapters.openai_model import OpenAIChatModel
 from llm_bot.adapters.providers import provider_name, takes_prompt_cache_key
+from llm_bot.adapters.rabbit_replies import RabbitReplies
 from llm_bot.adapters.rabbit_topology import Topology
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.adapters.redis_lease import RedisConversationLease
@@ -206,7 +207,12 @@ class Foundation:
         self.tracer_provider.force_flush()
 
     def consumer(
-        self, *, topology: Topology, handler: DeliveryHandler, prefetch: int
+        self,
+        *,
+        topology: Topology,
+        handler: DeliveryHandler,
+        prefetch: int,
+        replies: RabbitReplies | None = None,
     ) -> EventConsumer:
         return EventConsumer(
             amqp_url=self.settings.amqp_url.get_secret_value(),
@@ -215,6 +221,7 @@ class Foundation:
             prefetch=prefetch,
             tracer=self.tracer,
             metrics=self.metrics,
+            replies=replies,
         )
 
 
@@ -313,6 +320,7 @@ def build_service(
     """Wire the consumer, handler, graph, memory, model and telemetry from settings."""
     base = build_foundation(settings, tracer_provider=tracer_provider, registry=registry)
     store = memory_store(settings, base.redis)
+    replies = RabbitReplies(metrics=base.metrics)
     context = GraphContext(
         memory=store,
         model=base.model,
@@ -329,6 +337,7 @@ def build_service(
         max_tool_rounds=settings.max_tool_rounds,
         tool_rounds=tool_round_schedule(settings, base.redis),
         tool_result_timeout_seconds=settings.tool_result_timeout_seconds,
+        replies=replies,
     )
     handler = EventHandler(
         graph=build_graph(),
@@ -341,7 +350,10 @@ def build_service(
         metrics=base.metrics,
     )
     consumer = base.consumer(
-        topology=Topology.from_settings(settings), handler=handler, prefetch=settings.prefetch
+        topology=Topology.from_settings(settings),
+        handler=handler,
+        prefetch=settings.prefetch,
+        replies=replies,
     )
     return Service(base=base, store=store, consumer=consumer)
 

@@ -1,20 +1,23 @@
-"""The ``llm-bot`` command line: run, demo, memory show|forget, dlq list|replay, schemas,
-fake-model."""
+"""The ``llm-bot`` command line: run, worker, gateway, demo, memory show|forget|reindex,
+dlq list|replay, schemas, fake-model."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import re
+import secrets
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from llm_bot.adapters.redis_keys import RedisKeys
-from llm_bot.config import ConfigurationError, Settings, load_settings
+from llm_bot.config import ID_PATTERN, ConfigurationError, Settings, load_settings
 from llm_bot.contract.schema_export import stale_schemas, write_schemas
 from llm_bot.entrypoints import dlq_cli, memory_cli, recall_cli
 from llm_bot.entrypoints.demo import run_demo
+from llm_bot.entrypoints.gateway import run_gateway
 from llm_bot.entrypoints.run import run_consumer
 from llm_bot.entrypoints.startup import (
     DependencyUnavailable,
@@ -22,6 +25,7 @@ from llm_bot.entrypoints.startup import (
 )
 from llm_bot.entrypoints.worker import run_worker
 from llm_bot.fake_model import run_forever
+from llm_bot.gateway.api_keys import key_digest
 from llm_bot.logs import configure_logging
 from llm_bot.memory.working import ConversationKey
 
@@ -36,6 +40,17 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("run", help="consume InternalEventV2 events and publish candidates")
     commands.add_parser("worker", help="the memory worker: classify, compact, finalize")
     commands.add_parser("demo", help="a 7-turn conversation through RabbitMQ with a fake model")
+    gateway = commands.add_parser(
+        "gateway", help="serve the OpenAI-compatible HTTP API (POST /v1/chat/completions)"
+    )
+    gateway_commands = gateway.add_subparsers(dest="gateway_command", metavar="ACTION")
+    hash_key = gateway_commands.add_parser(
+        "hash-key", help="print the LLM_BOT_GATEWAY_KEYS entry for an API key (read on stdin)"
+    )
+    hash_key.add_argument("--tenant", required=True, help="the tenant the key acts for")
+    hash_key.add_argument(
+        "--new", action="store_true", help="make a new random key (printed once) instead"
+    )
 
     memory = commands.add_parser("memory", help="inspect or erase memory")
     memory_commands = memory.add_subparsers(dest="memory_command", required=True, metavar="ACTION")
@@ -70,6 +85,12 @@ def _parser() -> argparse.ArgumentParser:
     fake.add_argument("--host", default="127.0.0.1")
     fake.add_argument("--port", type=int, default=8089)
     fake.add_argument("--latency", type=float, default=0.0, help="seconds per reply")
+    fake.add_argument(
+        "--stream-rate",
+        type=float,
+        default=0.0,
+        help="streamed text pieces (about tokens) per second (default 0: unpaced)",
+    )
     return parser
 
 
@@ -121,6 +142,8 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         asyncio.run(run_consumer(settings))
     elif args.command == "worker":
         asyncio.run(run_worker(settings))
+    elif args.command == "gateway":
+        asyncio.run(run_gateway(settings))
     elif args.command == "demo":
         asyncio.run(run_demo(settings))
     elif args.command == "dlq":
@@ -162,10 +185,14 @@ def _memory(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _offline_command(args: argparse.Namespace) -> int:
-    """Commands that need no settings: ``schemas`` and ``fake-model``."""
+    """Commands that need no settings: ``schemas``, ``fake-model``, ``gateway hash-key``."""
     if args.command == "fake-model":
-        run_forever(args.host, args.port, args.latency, on_ready=print)
+        run_forever(
+            args.host, args.port, args.latency, on_ready=print, stream_rate=args.stream_rate
+        )
         return 0
+    if args.command == "gateway":
+        return _hash_key(args)
     if args.check:
         stale = stale_schemas(args.dir)
         for name in stale:
@@ -176,9 +203,29 @@ def _offline_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _hash_key(args: argparse.Namespace) -> int:
+    if re.match(ID_PATTERN, args.tenant) is None:
+        print(f"llm-bot: --tenant: {args.tenant!r} is not a valid id", file=sys.stderr)
+        return 2
+    if args.new:
+        key = "sk-llmbot-" + secrets.token_urlsafe(32)
+        print(f"API key (give it to the client; it is not stored): {key}", file=sys.stderr)
+    else:
+        key = sys.stdin.readline().strip()
+        if not key:
+            print(
+                "llm-bot: gateway hash-key: give the key on stdin (or use --new)", file=sys.stderr
+            )
+            return 2
+    print(f"{args.tenant}={key_digest(key)}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command in ("schemas", "fake-model"):
+    if args.command in ("schemas", "fake-model") or (
+        args.command == "gateway" and args.gateway_command == "hash-key"
+    ):
         return _offline_command(args)
     try:
         settings = load_settings()

@@ -147,6 +147,19 @@ class Settings(BaseSettings):
     qdrant_url: str | None = Field(None, validation_alias=_env("QDRANT_URL"))
     qdrant_api_key: SecretStr | None = Field(None, validation_alias=_env("QDRANT_API_KEY"))
 
+    gateway_host: str = Field(
+        "0.0.0.0",  # noqa: S104  # clients and probes reach the pod's IP
+        min_length=1,
+        validation_alias=_env("LLM_BOT_GATEWAY_HOST"),
+    )
+    gateway_port: int = Field(8000, ge=0, le=65535, validation_alias=_env("LLM_BOT_GATEWAY_PORT"))
+    gateway_keys: str = Field("", validation_alias=_env("LLM_BOT_GATEWAY_KEYS"))
+    gateway_timeout_seconds: float = Field(
+        60.0, gt=0, validation_alias=_env("LLM_BOT_GATEWAY_TIMEOUT_SECONDS")
+    )
+    gateway_models: str = Field(
+        "llm-bot", min_length=1, validation_alias=_env("LLM_BOT_GATEWAY_MODELS")
+    )
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         "info", validation_alias=_env("LLM_BOT_LOG_LEVEL")
     )
@@ -203,6 +216,14 @@ class Settings(BaseSettings):
     @classmethod
     def _redis_url(cls, value: SecretStr) -> SecretStr:
         _check_url(value.get_secret_value(), ("redis", "rediss", "unix"), "redis://host:6379/0")
+        return value
+
+    @field_validator("gateway_keys")
+    @classmethod
+    def _gateway_keys(cls, value: str) -> str:
+        from llm_bot.gateway.api_keys import ApiKeys  # noqa: PLC0415  # gateway imports config
+
+        ApiKeys.parse(value)
         return value
 
     @field_validator("dedupe_ttl_seconds")

@@ -5,10 +5,10 @@ Adapters implement them by technology (``OpenAIChatModel``, ``RedisMemoryStore``
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -30,12 +30,17 @@ from llm_bot.memory.working import (
     WorkingMemory,
 )
 
+if TYPE_CHECKING:  # the contract imports config, which imports ports (for PromptMessage)
+    from llm_bot.contract import CandidateDeltaV1, CandidateV1, ErrorV1
+
 PromptMessage = dict[str, Any]
 """A Chat Completions message (``{"role": ..., "content": ...}``)."""
 ToolSpec = dict[str, Any]
 """A Chat Completions tool definition (``{"type": "function", "function": {...}}``)."""
 Matrix = npt.NDArray[np.float32]
 """Rows of unit-length embeddings."""
+DeltaSink = Callable[[str], Awaitable[None]]
+"""Takes each piece of a streamed reply's text as it arrives."""
 EmbeddingPurpose = Literal["query", "passage"]
 """Asymmetric models (e5, bge) embed questions and stored passages differently."""
 
@@ -64,12 +69,24 @@ class ChatModel(Protocol):
         conversation_id: str | None = None,
         cache_key: str | None = None,
         tools: Sequence[ToolSpec] = (),
+        on_delta: DeltaSink | None = None,
     ) -> ModelReply:
         """Raise ``ModelUnavailable``/``ModelTimeout`` (retryable) or ``ModelRejected``.
         ``cache_key``: groups requests whose prompts share a prefix (the provider's
         ``prompt_cache_key``, where it takes one). ``tools``: the functions the model may
-        call (Chat Completions shape); its calls come back in ``tool_calls``."""
+        call (Chat Completions shape); its calls come back in ``tool_calls``. ``on_delta``:
+        stream the reply, handing each text piece to it as it arrives (a failure midway
+        raises like any other; the pieces already handed over stay handed over)."""
         ...
+
+
+class ReplyChannel(Protocol):
+    """Sends to an event's ``reply_to`` address: best effort, never persisted, never raises
+    (the egress topic has the truth; a requester that went away just misses it)."""
+
+    async def send(
+        self, reply_to: str, event_id: str, message: CandidateDeltaV1 | CandidateV1 | ErrorV1
+    ) -> None: ...
 
 
 class StructuredModel(Protocol):

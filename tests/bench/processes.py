@@ -27,9 +27,10 @@ def cpu_seconds(pid: int) -> float:
 
 
 @contextlib.asynccontextmanager
-async def fake_model_process(latency: float) -> AsyncIterator[str]:
-    """``llm-bot fake-model`` in a child process answering after ``latency`` seconds;
-    yields its base URL once it answers."""
+async def fake_model_process(latency: float, stream_rate: float = 0.0) -> AsyncIterator[str]:
+    """``llm-bot fake-model`` in a child process answering after ``latency`` seconds
+    (streamed replies paced at ``stream_rate`` pieces per second); yields its base URL once
+    it answers."""
     port = free_port()
     process = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -40,6 +41,8 @@ async def fake_model_process(latency: float) -> AsyncIterator[str]:
         str(port),
         "--latency",
         str(latency),
+        "--stream-rate",
+        str(stream_rate),
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
     )

@@ -34,14 +34,16 @@ def free_port() -> int:
 
 
 class ConsumerProcess:
-    """One ``python -m llm_bot run`` (or ``worker``) child with its own HTTP port and log."""
+    """One ``python -m llm_bot run`` (or ``worker``, or ``gateway``) child with its own HTTP
+    port and log."""
 
     def __init__(self, settings: Settings, *, log_path: Path, command: str = "run") -> None:
         self.command = command
         self.http_port = free_port()
         self._env = settings_env(settings)
-        self._env["LLM_BOT_HTTP_PORT"] = str(self.http_port)
-        self._env["LLM_BOT_HTTP_HOST"] = "127.0.0.1"
+        prefix = "LLM_BOT_GATEWAY" if command == "gateway" else "LLM_BOT_HTTP"
+        self._env[f"{prefix}_PORT"] = str(self.http_port)
+        self._env[f"{prefix}_HOST"] = "127.0.0.1"
         self.log_path = log_path
         self.process: asyncio.subprocess.Process | None = None
 

@@ -16,6 +16,7 @@ from openai.types.chat import ChatCompletion
 from openai.types.responses import ResponseInputParam
 
 from llm_bot.fake_model import DEFAULT_MODEL, FakeModelServer, Fault, RecordedRequest
+from llm_bot.fake_model.streaming import text_pieces
 
 MODEL = "gpt-test"
 
@@ -283,3 +284,63 @@ async def test_requests_recorded_with_bodies(server: FakeModelServer, client: As
     server.clear()
     assert server.requests == []
     assert server.pending_script == 0
+
+
+async def test_chat_stream_in_pieces_paced_with_usage(
+    server: FakeModelServer, client: AsyncOpenAI
+) -> None:
+    server.script("a streamed reply in several pieces")
+    server.set_stream_rate(100)
+    started = time.perf_counter()
+    stream = await client.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "hi"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = [chunk async for chunk in stream]
+    elapsed = time.perf_counter() - started
+    pieces = [
+        c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content
+    ]
+    assert "".join(pieces) == "a streamed reply in several pieces"
+    assert pieces == text_pieces("a streamed reply in several pieces")
+    assert len(pieces) == 8  # words, long ones in runs of 6 characters
+    assert elapsed >= 8 / 100  # paced: one piece per 10 ms
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.completion_tokens > 0
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+
+
+async def test_responses_stream_deltas_then_completed(
+    server: FakeModelServer, client: AsyncOpenAI
+) -> None:
+    server.script("two words")
+    stream = await client.responses.create(model=MODEL, input="hi", stream=True)
+    events = [event async for event in stream]
+    deltas = [e.delta for e in events if e.type == "response.output_text.delta"]
+    assert "".join(deltas) == "two words"
+    assert events[0].type == "response.created"
+    assert events[-1].type == "response.completed"
+    assert events[-1].response.output_text == "two words"
+
+
+async def test_cut_fault_drops_the_stream_after_n_pieces(
+    server: FakeModelServer, client: AsyncOpenAI
+) -> None:
+    server.script(Fault.cut(2, "one two three four"))
+    stream = await client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "hi"}], stream=True
+    )
+    pieces: list[str] = []
+
+    async def read() -> None:
+        async for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                pieces.append(chunk.choices[0].delta.content)
+
+    with pytest.raises(Exception) as broken:  # noqa: PT011  # the transport's error type
+        await read()
+    assert pieces == ["one", " two"]
+    assert not isinstance(broken.value, AssertionError)
+    assert await _chat(client, "still serving") == "echo: still serving"

@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry
 
 from llm_bot.adapters.rabbit_topology import Topology
 from llm_bot.config import Settings
+from llm_bot.telemetry.gateway_metrics import GatewayMetrics
 from llm_bot.telemetry.metrics import Metrics
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -138,9 +139,11 @@ def _promql_words(expr: str) -> tuple[set[str], set[str]]:
 
 
 def _exported_llmbot_series() -> set[str]:
-    """Every series name the service's own metrics produce (with their type suffixes)."""
+    """Every series name the service's own metrics produce (with their type suffixes): the
+    consumer's and worker's, and the gateway's."""
     registry = CollectorRegistry()
     Metrics(registry=registry)
+    GatewayMetrics(registry=registry)
     suffixes = {
         "counter": ("_total",),
         "gauge": ("",),
@@ -275,7 +278,7 @@ def test_secrets_stay_out_of_the_configmap() -> None:
     """The API key and the broker URL (with its password) come from the Secret only."""
     assert {"OPENAI_API_KEY", "AMQP_URL"}.isdisjoint(_configmap())
     secret = _k8s("Secret", "llm-bot-secrets")
-    assert set(secret["stringData"]) == {"OPENAI_API_KEY", "AMQP_URL"}
+    assert set(secret["stringData"]) == {"OPENAI_API_KEY", "AMQP_URL", "LLM_BOT_GATEWAY_KEYS"}
 
 
 @pytest.mark.parametrize("name", ["llm-bot", "llm-bot-worker"])
@@ -291,11 +294,27 @@ def test_deployment_probes_use_healthz_and_readyz_on_the_http_port(name: str) ->
     assert refs == ["llm-bot-config", "llm-bot-secrets"]
 
 
+def test_gateway_serves_its_api_and_probes_on_the_gateway_port() -> None:
+    """The gateway's probes and Service use its API port (LLM_BOT_GATEWAY_PORT)."""
+    (container,) = _k8s("Deployment", "llm-bot-gateway")["spec"]["template"]["spec"]["containers"]
+    port = int(_configmap()["LLM_BOT_GATEWAY_PORT"])
+    assert container["args"] == ["gateway"]
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"api": port}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "api"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "api"}
+    (service_port,) = _k8s("Service", "llm-bot-gateway")["spec"]["ports"]
+    assert (service_port["port"], service_port["targetPort"]) == (port, "api")
+
+
 def test_deployments_outlast_the_shutdown_grace_and_run_as_non_root() -> None:
     """terminationGracePeriodSeconds exceeds LLM_BOT_SHUTDOWN_GRACE_SECONDS; pods are locked down."""
     grace = float(_configmap()["LLM_BOT_SHUTDOWN_GRACE_SECONDS"])
     deployments = _deployments()
-    assert {d["metadata"]["name"] for d in deployments} == {"llm-bot", "llm-bot-worker"}
+    assert {d["metadata"]["name"] for d in deployments} == {
+        "llm-bot",
+        "llm-bot-worker",
+        "llm-bot-gateway",
+    }
     for deployment in deployments:
         pod = deployment["spec"]["template"]["spec"]
         assert pod["terminationGracePeriodSeconds"] > grace

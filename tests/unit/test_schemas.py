@@ -146,7 +146,7 @@ def test_asyncapi_server_is_local_amqp() -> None:
 
 def test_asyncapi_names_every_routing_key_queue_and_exchange() -> None:
     """The document names exactly the SPEC section 3 routing keys, queues and exchanges."""
-    channels = asyncapi()["channels"].values()
+    channels = [c for c in asyncapi()["channels"].values() if c["address"] is not None]
     bindings = [amqp_binding(channel) for channel in channels]
 
     routing_keys = {
@@ -164,6 +164,21 @@ def test_asyncapi_names_every_routing_key_queue_and_exchange() -> None:
     assert exchanges == EXCHANGES
     assert all(b["exchange"]["durable"] for b in bindings if "exchange" in b)
     assert all(b["queue"]["durable"] for b in bindings if "queue" in b)
+
+
+def test_asyncapi_reply_to_is_the_dynamic_default_exchange_address() -> None:
+    """Replies go to each event's own reply_to through the default exchange, transient."""
+    document = asyncapi()
+    channel = document["channels"]["replyTo"]
+    operation = document["operations"]["sendReply"]
+
+    assert channel["address"] is None
+    assert amqp_binding(channel)["exchange"]["name"] == ""
+    assert set(channel["messages"]) == {"delta", "candidate", "error"}
+    assert operation["bindings"]["amqp"]["deliveryMode"] == 1
+    assert operation["bindings"]["amqp"]["mandatory"] is False
+    delta = document["components"]["messages"]["CandidateDeltaV1"]
+    assert delta["payload"]["schema"] == {"$ref": "./candidate.delta.v1.schema.json"}
 
 
 def test_asyncapi_channel_bindings_are_valid_amqp() -> None:

@@ -4,6 +4,8 @@ Chat Completions by default; with ``LLM_BOT_API=responses`` the Responses API, w
 messages are flattened into ``(role) content`` blocks separated by blank lines (SPEC 5.2),
 or, in a turn with tools, sent as input items (``function_call``/``function_call_output``).
 The SDK's own retries are off: retries are the service's decision (``LLM_BOT_MAX_ATTEMPTS``).
+With an ``on_delta`` sink the reply is streamed (``stream=True`` on either API) and each text
+piece is handed to the sink as it arrives; the reply returned is the same either way.
 """
 
 from __future__ import annotations
@@ -14,15 +16,25 @@ from typing import Any, Literal, cast
 from urllib.parse import urlsplit
 
 import aiohttp
+import httpx
 import openai
-from openai import AsyncOpenAI
-from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
-from openai.types.responses import ResponseFunctionToolCall
+from openai import AsyncOpenAI, AsyncStream
+from openai.types.chat import (
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatCompletionMessageFunctionToolCall,
+)
+from openai.types.responses import (
+    Response,
+    ResponseCompletedEvent,
+    ResponseFunctionToolCall,
+    ResponseTextDeltaEvent,
+)
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
 from llm_bot.errors import ModelRejected, ModelTimeout, ModelUnavailable
 from llm_bot.memory.messages import ToolCall
-from llm_bot.ports import ModelReply, PromptMessage, ToolSpec
+from llm_bot.ports import DeltaSink, ModelReply, PromptMessage, ToolSpec
 from llm_bot.telemetry.metrics import Metrics
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
@@ -119,9 +131,11 @@ class OpenAIChatModel:
         json_schema: tuple[str, dict[str, Any]] | None = None,
         cache_key: str | None = None,
         tools: Sequence[ToolSpec] = (),
+        on_delta: DeltaSink | None = None,
     ) -> ModelReply:
         """One model request in a CLIENT span ``chat {model}`` (GenAI conventions).
-        ``cache_key`` is sent as ``prompt_cache_key`` unless configured off."""
+        ``cache_key`` is sent as ``prompt_cache_key`` unless configured off; with
+        ``on_delta`` the reply streams."""
         attributes: dict[str, str | int] = {
             "gen_ai.operation.name": "chat",
             "gen_ai.provider.name": self._provider,
@@ -133,6 +147,8 @@ class OpenAIChatModel:
             attributes["gen_ai.conversation.id"] = conversation_id
         if tools:
             attributes["llmbot.tools.offered"] = len(tools)
+        if on_delta is not None:
+            attributes["gen_ai.request.stream"] = True
         started = time.perf_counter()
         with self._tracer.start_as_current_span(
             f"chat {self._model}",
@@ -143,7 +159,7 @@ class OpenAIChatModel:
         ) as span:
             try:
                 key = cache_key if self._send_cache_key else None
-                reply = await self._call(messages, json_schema, key, tools)
+                reply = await self._call(messages, json_schema, key, tools, on_delta)
             except Exception as exc:
                 self._metrics.model_request(
                     api=self._api, ok=False, seconds=time.perf_counter() - started
@@ -168,15 +184,18 @@ class OpenAIChatModel:
         json_schema: tuple[str, dict[str, Any]] | None,
         cache_key: str | None,
         tools: Sequence[ToolSpec],
+        on_delta: DeltaSink | None,
     ) -> ModelReply:
         extra: dict[str, Any] = {"prompt_cache_key": cache_key} if cache_key else {}
         try:
             if self._api == "responses":
                 if tools:
                     extra["tools"] = [responses_tool(tool) for tool in tools]
-                return await self._responses(messages, json_schema, extra)
+                return await self._responses(messages, json_schema, extra, on_delta)
             if tools:
                 extra["tools"] = list(tools)
+            if on_delta is not None:
+                return await self._chat_stream(messages, extra, on_delta)
             return await self._chat(messages, json_schema, extra)
         except openai.APITimeoutError as exc:
             if _refused(exc):
@@ -189,6 +208,10 @@ class OpenAIChatModel:
             if exc.status_code in RETRYABLE_STATUS or exc.status_code >= 500:
                 raise ModelUnavailable(detail) from exc
             raise ModelRejected(detail) from exc
+        except openai.APIError as exc:  # an error event inside a stream
+            raise ModelUnavailable(f"model stream failed: {exc.message}") from exc
+        except (aiohttp.ClientError, httpx.HTTPError) as exc:  # a stream that broke off
+            raise ModelUnavailable(f"model stream broke off ({type(exc).__name__})") from exc
 
     async def _chat(
         self,
@@ -229,11 +252,57 @@ class OpenAIChatModel:
             cached_input_tokens=(details.cached_tokens or 0) if details else 0,
         )
 
+    async def _chat_stream(
+        self, messages: Sequence[PromptMessage], extra: dict[str, Any], on_delta: DeltaSink
+    ) -> ModelReply:
+        """Chat Completions with ``stream=True``: text pieces go to ``on_delta``; tool calls
+        are assembled from their fragments; usage comes in the last chunk."""
+        stream = await self._client.post(
+            "/chat/completions",
+            body={
+                "model": self._model,
+                "messages": list(messages),
+                "stream": True,
+                "stream_options": {"include_usage": True},
+                **extra,
+            },
+            cast_to=ChatCompletion,
+            stream=True,
+            stream_cls=AsyncStream[ChatCompletionChunk],
+        )
+        text: list[str] = []
+        calls: dict[int, list[str]] = {}
+        model, usage = self._model, None
+        async with stream:
+            async for chunk in stream:
+                model = chunk.model or model
+                usage = chunk.usage or usage
+                for choice in chunk.choices[:1]:
+                    if choice.delta.content:
+                        text.append(choice.delta.content)
+                        await on_delta(choice.delta.content)
+                    for call in choice.delta.tool_calls or ():
+                        parts = calls.setdefault(call.index, ["", "", ""])
+                        function = call.function
+                        parts[0] = call.id or parts[0]
+                        parts[1] += (function.name or "") if function else ""
+                        parts[2] += (function.arguments or "") if function else ""
+        details = usage.prompt_tokens_details if usage else None
+        return ModelReply(
+            text="".join(text),
+            tool_calls=tuple(ToolCall(id=i, name=n, arguments=a) for i, n, a in calls.values()),
+            model=model,
+            input_tokens=usage.prompt_tokens if usage else 0,
+            output_tokens=usage.completion_tokens if usage else 0,
+            cached_input_tokens=(details.cached_tokens or 0) if details else 0,
+        )
+
     async def _responses(
         self,
         messages: Sequence[PromptMessage],
         json_schema: tuple[str, dict[str, Any]] | None,
         extra: dict[str, Any],
+        on_delta: DeltaSink | None,
     ) -> ModelReply:
         if json_schema is not None:
             name, schema = json_schema
@@ -243,13 +312,15 @@ class OpenAIChatModel:
         tooled = "tools" in extra or any(
             m.get("tool_calls") or m.get("role") == "tool" for m in messages
         )
-        response = await self._client.responses.create(
-            model=self._model,
-            input=cast(
-                "Any", responses_items(messages) if tooled else flatten_for_responses(messages)
-            ),  # plain dicts of the documented item shapes; the SDK's union is a TypedDict zoo
-            **extra,
-        )
+        model_input = cast(
+            "Any", responses_items(messages) if tooled else flatten_for_responses(messages)
+        )  # plain dicts of the documented item shapes; the SDK's union is a TypedDict zoo
+        if on_delta is None:
+            response = await self._client.responses.create(
+                model=self._model, input=model_input, **extra
+            )
+        else:
+            response = await self._responses_stream(model_input, extra, on_delta)
         usage = response.usage
         details = usage.input_tokens_details if usage else None
         calls = tuple(
@@ -265,6 +336,24 @@ class OpenAIChatModel:
             output_tokens=usage.output_tokens if usage else 0,
             cached_input_tokens=(details.cached_tokens or 0) if details else 0,
         )
+
+    async def _responses_stream(
+        self, model_input: Any, extra: dict[str, Any], on_delta: DeltaSink
+    ) -> Response:
+        """The Responses API with ``stream=True``: text deltas go to ``on_delta``; the
+        ``response.completed`` event carries the whole response."""
+        stream = await self._client.responses.create(
+            model=self._model, input=model_input, stream=True, **extra
+        )
+        async with stream:
+            async for event in stream:
+                if isinstance(event, ResponseTextDeltaEvent):
+                    await on_delta(event.delta)
+                elif isinstance(event, ResponseCompletedEvent):
+                    return event.response
+                elif event.type in ("response.failed", "response.incomplete", "error"):
+                    raise ModelUnavailable(f"model stream ended with {event.type}")
+        raise ModelUnavailable("model stream ended without response.completed")
 
 
 def _refused(exc: BaseException) -> bool:

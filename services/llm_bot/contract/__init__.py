@@ -2,6 +2,7 @@
 
 from llm_bot.contract.messages import (
     Annotation,
+    CandidateDeltaV1,
     CandidateMemory,
     CandidateUsage,
     CandidateV1,
@@ -17,6 +18,7 @@ from llm_bot.contract.tools import CandidateToolCall, ToolDefinition
 
 __all__ = [
     "Annotation",
+    "CandidateDeltaV1",
     "CandidateMemory",
     "CandidateToolCall",
     "CandidateUsage",

@@ -197,6 +197,23 @@ class CandidateV1(_Wire):
         return self
 
 
+class CandidateDeltaV1(_Wire):
+    """A piece of a reply being streamed, published to the event's AMQP ``reply_to`` (best
+    effort, not persisted): the final CandidateV1 follows and is the truth."""
+
+    schema_: Literal["candidate.delta.v1"] = Field("candidate.delta.v1", alias="schema")
+    candidate_id: Annotated[str, StringConstraints(pattern=r"^cand_")] = Field(
+        description="The id of the CandidateV1 this delta belongs to."
+    )
+    event_id: Identifier
+    seq: int = Field(
+        ge=0,
+        description="0, 1, 2, ... within one model call; a retried call after a failure "
+        "midway starts again at 0 (its text replaces the earlier attempt's).",
+    )
+    delta: str = Field(description="The next piece of the reply's text.")
+
+
 class ErrorV1(_Wire):
     """A terminal failure of an event, published to the error routing key."""
 

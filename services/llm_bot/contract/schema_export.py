@@ -8,11 +8,18 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from llm_bot.contract.messages import CandidateV1, ErrorV1, InternalEventV2, MemoryJobV1
+from llm_bot.contract.messages import (
+    CandidateDeltaV1,
+    CandidateV1,
+    ErrorV1,
+    InternalEventV2,
+    MemoryJobV1,
+)
 
 SCHEMA_FILES: dict[str, type[BaseModel]] = {
     "internal.event.v2.schema.json": InternalEventV2,
     "candidate.v1.schema.json": CandidateV1,
+    "candidate.delta.v1.schema.json": CandidateDeltaV1,
     "llmbot.error.v1.schema.json": ErrorV1,
     "llmbot.memory_job.v1.schema.json": MemoryJobV1,
 }

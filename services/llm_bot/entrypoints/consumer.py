@@ -28,6 +28,7 @@ from opentelemetry.trace import SpanKind, Tracer
 from llm_bot.adapters import amqp_text
 from llm_bot.adapters.amqp_text import envelope_fault, undecodable
 from llm_bot.adapters.rabbit_publisher import RabbitPublisher
+from llm_bot.adapters.rabbit_replies import RabbitReplies
 from llm_bot.adapters.rabbit_topology import Topology, declare_topology
 from llm_bot.contract import CandidateV1, InternalEventV2, MemoryJobV1
 from llm_bot.entrypoints.startup import DependencyUnavailable, connect_amqp_robust
@@ -64,8 +65,10 @@ class EventConsumer:
         prefetch: int,
         tracer: Tracer,
         metrics: Metrics,
+        replies: RabbitReplies | None = None,
     ) -> None:
         self._tracer = tracer
+        self._replies = replies
         self._metrics = metrics
         self._amqp_url = amqp_url
         self._topology = topology
@@ -128,6 +131,9 @@ class EventConsumer:
             memory_routing_key=self._topology.memory_routing_key,
             events_routing_key=self._topology.service_routing_key(),
         )
+        if self._replies is not None:  # best effort: its own channel, no confirms to wait for
+            reply_channel = await self._connection.channel(publisher_confirms=False)
+            self._replies.bind(reply_channel.default_exchange)
         self._queue = declared.ingress
         self._consumer_tag = await self._queue.consume(self._on_message, no_ack=False)
         log.info("consumer.started", queue=self._topology.ingress_queue, prefetch=self._prefetch)
@@ -172,10 +178,11 @@ class EventConsumer:
                     headers=headers,
                     redelivered=bool(message.redelivered),
                     fault=fault,
+                    reply_to=_reply_address(message),
                 )
                 outcome = await self._handler.handle(delivery)
                 span.set_attribute("llmbot.outcome", outcome.name)
-                await self._act(message, outcome)
+                await self._act(message, outcome, delivery.reply_to)
             code = outcome.code if isinstance(outcome, DeadLetter) else None
             self._metrics.event_done(outcome.name, time.perf_counter() - started, code=code)
         except asyncio.CancelledError:
@@ -212,7 +219,9 @@ class EventConsumer:
             attributes["messaging.rabbitmq.message.delivery_tag"] = message.delivery_tag
         return attributes
 
-    async def _act(self, message: AbstractIncomingMessage, outcome: Outcome) -> None:
+    async def _act(
+        self, message: AbstractIncomingMessage, outcome: Outcome, reply_to: str | None
+    ) -> None:
         """Carry out ``broker_actions(outcome)`` (confirmed, retried briefly), then ack.
 
         If a publish keeps failing on a live channel (for example an unroutable candidate),
@@ -235,6 +244,8 @@ class EventConsumer:
                 lambda: self._perform(message, broker_actions(failure))
             )
         else:
+            if reply_to is not None:
+                await self._reply(reply_to, essential)
             await self._perform(message, jobs)
             if not essential:
                 log.info("event.acked", outcome=outcome.name)
@@ -260,6 +271,17 @@ class EventConsumer:
                 await self._publish_job(action.job)
             else:
                 assert_never(action)
+
+    async def _reply(self, reply_to: str, actions: Sequence[BrokerAction]) -> None:
+        """The final candidate or error to the event's ``reply_to`` too, after the egress
+        publish was confirmed (best effort: the egress copy is the record)."""
+        if self._replies is None:
+            return
+        for action in actions:
+            if isinstance(action, PublishCandidate):
+                await self._replies.send(reply_to, action.candidate.event_id, action.candidate)
+            elif isinstance(action, PublishError):
+                await self._replies.send(reply_to, action.error.event_id, action.error)
 
     async def _publish_candidate(self, publisher: RabbitPublisher, candidate: CandidateV1) -> None:
         routing_key = self._topology.candidate_routing_key
@@ -328,6 +350,14 @@ def _text_properties(message: AbstractIncomingMessage) -> dict[str, object]:
         "cluster-id": message.cluster_id,
         "timestamp": message.timestamp,
     }
+
+
+def _reply_address(message: AbstractIncomingMessage) -> str | None:
+    """The delivery's ``reply_to``, when it has a usable one."""
+    address = message.reply_to
+    if not address or undecodable(address):
+        return None
+    return address
 
 
 def _ids_of(outcome: Outcome) -> EventIds | None:

@@ -26,7 +26,7 @@ __all__ = [
 DEFAULT_ECHO_LIMIT = 200
 """How many characters of the last user message the default responder echoes."""
 
-FaultKind = Literal["status", "hang", "delay"]
+FaultKind = Literal["status", "hang", "delay", "cut"]
 
 
 def content_text(content: Any) -> str:
@@ -137,6 +137,9 @@ class Fault:
       the wait is cancelled when the client disconnects or the server stops.
     - ``Fault.delay(seconds, text)`` waits ``seconds`` and then answers with ``text`` (or with
       the responder's reply when ``text`` is ``None``).
+    - ``Fault.cut(after, text)`` starts answering (``text`` or the responder's reply), then
+      drops the connection: a streamed reply after ``after`` text pieces, a plain one before
+      its body.
     """
 
     kind: FaultKind
@@ -144,6 +147,7 @@ class Fault:
     message: str = ""
     seconds: float = 0.0
     text: str | None = None
+    after: int = 0
 
     @classmethod
     def status(cls, code: int, message: str = "fake model injected error") -> Fault:
@@ -165,3 +169,10 @@ class Fault:
         if seconds < 0:
             raise ValueError(f"delay seconds must be >= 0, got {seconds}")
         return cls(kind="delay", seconds=seconds, text=text)
+
+    @classmethod
+    def cut(cls, after: int, text: str | None = None) -> Fault:
+        """Drop the connection after ``after`` streamed text pieces of the reply."""
+        if after < 0:
+            raise ValueError(f"cut after must be >= 0, got {after}")
+        return cls(kind="cut", after=after, text=text)

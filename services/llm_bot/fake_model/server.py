@@ -7,8 +7,9 @@ Endpoints (all under ``/v1``): ``POST /chat/completions``, ``POST /responses``,
 default responder replies ``"echo: " + <last user message>[:200]`` (see
 :func:`~llm_bot.fake_model.scripts.default_responder`). Structured-output requests
 (``response_format`` / ``text.format`` of type ``json_schema`` or ``json_object``) get the
-scripted text verbatim, so scripts may return JSON strings. Streaming is not supported
-(``stream: true`` gets a 400 error).
+scripted text verbatim, so scripts may return JSON strings. ``stream: true`` is answered with
+server-sent events shaped like OpenAI's (``streaming.py``), paced by :meth:`set_stream_rate`;
+``Fault.cut`` drops the connection midway.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from llm_bot.fake_model.scripts import (
     ToolCalls,
     default_responder,
 )
+from llm_bot.fake_model.streaming import chat_chunks, response_events, sse
 
 __all__ = ["CHAT_PATH", "EMBEDDINGS_PATH", "RESPONSES_PATH", "FakeModelServer", "run_forever"]
 
@@ -59,7 +61,14 @@ _SHUTDOWN_GRACE_SECONDS = 0.1
 
 _log = logging.getLogger(__name__)
 
-_Builder = Callable[[RecordedRequest], Awaitable[web.Response]]
+_Builder = Callable[[RecordedRequest, web.Request], Awaitable[web.StreamResponse]]
+
+
+_CUT_AFTER = web.RequestKey("fake_model_cut_after", int)
+
+
+class _Cut(Exception):
+    """Raised to drop a connection the script told the server to cut."""
 
 
 class FakeModelServer:
@@ -73,6 +82,7 @@ class FakeModelServer:
         self._responder: Responder = responder or default_responder
         self._script: deque[str | ToolCalls | Fault] = deque()
         self._latency = 0.0
+        self._piece_interval = 0.0
         self._ids = itertools.count(1)
         self._inflight: set[asyncio.Task[Any]] = set()
         self._runner: web.AppRunner | None = None
@@ -156,6 +166,13 @@ class FakeModelServer:
             raise ValueError(f"latency must be >= 0, got {seconds}")
         self._latency = seconds
 
+    def set_stream_rate(self, pieces_per_second: float) -> None:
+        """Pace streamed replies: one text piece (about a token) per ``1 / rate`` seconds
+        (0: as fast as the connection takes them)."""
+        if pieces_per_second < 0:
+            raise ValueError(f"stream rate must be >= 0, got {pieces_per_second}")
+        self._piece_interval = 1.0 / pieces_per_second if pieces_per_second else 0.0
+
     def clear(self) -> None:
         """Forget recorded requests and any queued script steps (latency is kept)."""
         self.requests.clear()
@@ -207,11 +224,12 @@ class FakeModelServer:
         self.requests.append(recorded)
         return recorded if parse_error is None else error_response(400, parse_error)
 
-    async def _reply_text(self, recorded: RecordedRequest) -> Reply | web.Response:
-        """Consume one script step, apply latency/faults, and return the reply text or error."""
+    async def _reply_text(
+        self, recorded: RecordedRequest, request: web.Request
+    ) -> Reply | web.Response:
+        """Consume one script step, apply latency/faults, and return the reply text or error
+        (a scripted cut is left on the request as ``_CUT_AFTER``)."""
         step = self._script.popleft() if self._script else None
-        if recorded.body.get("stream"):
-            return error_response(400, "the fake model server does not support stream=true")
         if self._latency > 0:
             await asyncio.sleep(self._latency)
         if isinstance(step, str | ToolCalls):
@@ -220,6 +238,8 @@ class FakeModelServer:
             if step.kind == "status":
                 return error_response(step.status_code, step.message)
             await asyncio.sleep(step.seconds)
+            if step.kind == "cut":
+                request[_CUT_AFTER] = step.after
             if step.text is not None:
                 return step.text
         try:
@@ -228,20 +248,49 @@ class FakeModelServer:
             _log.exception("fake model responder failed for %s", recorded.path)
             return error_response(500, f"fake model responder failed: {exc!r}")
 
-    def _route(self, build: _Builder) -> Callable[[web.Request], Awaitable[web.Response]]:
+    def _route(self, build: _Builder) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         """Wrap an endpoint body with in-flight tracking, JSON parsing and recording."""
 
-        async def handler(request: web.Request) -> web.Response:
+        async def handler(request: web.Request) -> web.StreamResponse:
             with self._tracked():
                 recorded = await self._record(request)
                 if isinstance(recorded, web.Response):
                     return recorded
-                return await build(recorded)
+                try:
+                    return await build(recorded, request)
+                except _Cut:
+                    if request.transport is not None:
+                        request.transport.abort()
+                    raise asyncio.CancelledError from None
 
         return handler
 
-    async def _chat(self, recorded: RecordedRequest) -> web.Response:
-        reply = await self._reply_text(recorded)
+    async def _stream(
+        self, request: web.Request, events: list[tuple[bytes, bool]]
+    ) -> web.StreamResponse:
+        """Send server-sent events, pacing those that carry a text piece; a scripted cut
+        drops the connection after that many pieces."""
+        cut_after: int | None = request.get(_CUT_AFTER)
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await response.prepare(request)
+        pieces = 0
+        for data, is_piece in events:
+            if is_piece:
+                if cut_after is not None and pieces >= cut_after:
+                    raise _Cut
+                pieces += 1
+                if self._piece_interval:
+                    await asyncio.sleep(self._piece_interval)
+            await response.write(data)
+        if cut_after is not None:
+            raise _Cut
+        await response.write_eof()
+        return response
+
+    async def _chat(self, recorded: RecordedRequest, request: web.Request) -> web.StreamResponse:
+        reply = await self._reply_text(recorded, request)
         if isinstance(reply, web.Response):
             return reply
         completion_id = f"chatcmpl-fake-{next(self._ids)}"
@@ -266,6 +315,14 @@ class FakeModelServer:
                 created=created,
                 cached_tokens=cached,
             )
+        if recorded.body.get("stream"):
+            options = recorded.body.get("stream_options")
+            usage = isinstance(options, dict) and bool(options.get("include_usage"))
+            chunks = chat_chunks(payload, include_usage=usage)
+            events = [(sse(chunk), piece) for chunk, piece in chunks]
+            return await self._stream(request, [*events, (sse("[DONE]"), False)])
+        if _CUT_AFTER in request:
+            raise _Cut
         return web.json_response(payload)
 
     def _calls(self, reply: ToolCalls) -> list[tuple[str, str, str]]:
@@ -281,8 +338,10 @@ class FakeModelServer:
             key if isinstance(key, str) else None, recorded.prompt_text()
         )
 
-    async def _responses(self, recorded: RecordedRequest) -> web.Response:
-        reply = await self._reply_text(recorded)
+    async def _responses(
+        self, recorded: RecordedRequest, request: web.Request
+    ) -> web.StreamResponse:
+        reply = await self._reply_text(recorded, request)
         if isinstance(reply, web.Response):
             return reply
         n = next(self._ids)
@@ -296,20 +355,31 @@ class FakeModelServer:
             cached_tokens=self._cached_tokens(recorded),
             calls=self._calls(reply) if isinstance(reply, ToolCalls) else None,
         )
+        if recorded.body.get("stream"):
+            events = response_events(payload)
+            return await self._stream(
+                request, [(sse(data, event=kind), piece) for kind, data, piece in events]
+            )
+        if _CUT_AFTER in request:
+            raise _Cut
         return web.json_response(payload)
 
-    async def _embeddings(self, recorded: RecordedRequest) -> web.Response:
+    async def _embeddings(self, recorded: RecordedRequest, _: web.Request) -> web.Response:
         try:
             return web.json_response(embeddings_payload(recorded.body))
         except BadRequestError as exc:
             return error_response(400, str(exc))
 
-    async def _models(self, recorded: RecordedRequest) -> web.Response:
+    async def _models(self, recorded: RecordedRequest, _: web.Request) -> web.Response:
         return web.json_response(models_payload(int(time.time())))
 
 
 async def _serve(
-    host: str, port: int, latency: float, on_ready: Callable[[str], None] | None
+    host: str,
+    port: int,
+    latency: float,
+    on_ready: Callable[[str], None] | None,
+    stream_rate: float = 0.0,
 ) -> None:
     stop_event = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -318,6 +388,7 @@ async def _serve(
             loop.add_signal_handler(sig, stop_event.set)
     async with FakeModelServer(host=host, port=port) as server:
         server.set_latency(latency)
+        server.set_stream_rate(stream_rate)
         _log.info("fake model server listening on %s", server.base_url)
         if on_ready is not None:
             on_ready(server.base_url)
@@ -331,9 +402,10 @@ def run_forever(
     latency: float = 0.0,
     *,
     on_ready: Callable[[str], None] | None = None,
+    stream_rate: float = 0.0,
 ) -> None:
     """Serve with the default responder until SIGINT/SIGTERM (blocking; uses ``asyncio.run``).
 
     ``on_ready`` is called with the base URL once the socket is bound.
     """
-    asyncio.run(_serve(host, port, latency, on_ready))
+    asyncio.run(_serve(host, port, latency, on_ready, stream_rate))

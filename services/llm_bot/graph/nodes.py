@@ -7,6 +7,7 @@ in the node that knows the route costs LangGraph no separate branch step per eve
 from __future__ import annotations
 
 import hashlib
+import itertools
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -17,6 +18,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from llm_bot.contract import (
+    CandidateDeltaV1,
     CandidateMemory,
     CandidateToolCall,
     CandidateUsage,
@@ -37,7 +39,7 @@ from llm_bot.memory.working import (
     Recalled,
     WorkingMemory,
 )
-from llm_bot.ports import ToolSpec
+from llm_bot.ports import DeltaSink, ReplyChannel, ToolSpec
 from llm_bot.service.retriever import Retrieval
 
 log = structlog.get_logger(__name__)
@@ -302,6 +304,7 @@ async def call_model(state: GraphState, runtime: Runtime[GraphContext]) -> Updat
         conversation_id=key.conversation_id,
         cache_key=prompt_cache_key(key.tenant_id, key.user_id),
         tools=state.get("tools", ()),
+        on_delta=_delta_sink(state["event"], ctx.replies),
     )
     log.info(
         "model.replied",
@@ -313,6 +316,25 @@ async def call_model(state: GraphState, runtime: Runtime[GraphContext]) -> Updat
         window_messages=len(state["messages"]),
     )
     return {"context": context, "reply": reply}
+
+
+def _delta_sink(event: ChatEvent, replies: ReplyChannel | None) -> DeltaSink | None:
+    """Streams the reply's pieces to the event's ``reply_to`` as CandidateDeltaV1, numbered
+    from 0 in each model call (a retried call starts again at 0), or None (no streaming)."""
+    reply_to = event.reply_to
+    if replies is None or reply_to is None:
+        return None
+    key = event.key
+    candidate = candidate_id(key.tenant_id, key.user_id, event.event_id)
+    numbers = itertools.count()
+
+    async def send(piece: str) -> None:
+        delta = CandidateDeltaV1(
+            candidate_id=candidate, event_id=event.event_id, seq=next(numbers), delta=piece
+        )
+        await replies.send(reply_to, event.event_id, delta)
+
+    return send
 
 
 async def build_candidate(state: GraphState, runtime: Runtime[GraphContext]) -> Update:

@@ -16,7 +16,7 @@ from llm_bot.memory.tokens import TokenCounter
 from llm_bot.memory.tool_rounds import ToolRound
 from llm_bot.memory.window import WindowBounds, bounded_messages
 from llm_bot.memory.working import ConversationKey, Recalled
-from llm_bot.ports import ChatModel, MemoryStore, ModelReply, ToolSpec
+from llm_bot.ports import ChatModel, MemoryStore, ModelReply, ReplyChannel, ToolSpec
 from llm_bot.service.retriever import Retrieval, Retriever
 from llm_bot.service.tool_catalog import ToolCatalog
 from llm_bot.telemetry.metrics import Metrics
@@ -37,6 +37,8 @@ class ChatEvent:
     transcript: tuple[TranscriptMessage, ...] = ()
     tools: tuple[ToolSpec, ...] = ()
     """Tools offered to the model with this message (Chat Completions definitions)."""
+    reply_to: str | None = None
+    """Where the reply streams (the delivery's AMQP ``reply_to``), or None."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,8 @@ class GraphContext:
     tool_rounds: ToolRoundScheduler | None = None
     """Where open rounds are scheduled for the worker's timeout sweep (None: nowhere)."""
     tool_result_timeout_seconds: float = 120.0
+    replies: ReplyChannel | None = None
+    """Where streamed replies go (events with a ``reply_to``); None: nothing streams."""
 
 
 class ToolRoundScheduler(Protocol):

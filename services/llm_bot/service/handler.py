@@ -8,6 +8,7 @@ if a lease expired.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, get_args
@@ -56,6 +57,8 @@ class Delivery:
     redelivered: bool = False
     fault: str | None = None
     """Why the properties or headers are unusable (the transport checks them), or None."""
+    reply_to: str | None = None
+    """The AMQP ``reply_to`` address: the reply streams there (CandidateDeltaV1) as well."""
 
 
 class DeliveryHandler(Protocol):
@@ -116,7 +119,7 @@ class EventHandler:
                 conversation_id=event.conversation_id,
                 event_type=event.type,
             )
-            return await self._with_retries(event, ids, first_attempt(delivery))
+            return await self._with_retries(event, ids, first_attempt(delivery), delivery.reply_to)
         except Exception as exc:  # noqa: BLE001  # the one place errors become outcomes
             if ids is None:
                 ids = readable_ids(delivery.body, max_bytes=self._max_body_bytes)
@@ -134,11 +137,13 @@ class EventHandler:
         )
         return outcome
 
-    async def _with_retries(self, event: InternalEventV2, ids: EventIds, attempt: int) -> Outcome:
+    async def _with_retries(
+        self, event: InternalEventV2, ids: EventIds, attempt: int, reply_to: str | None
+    ) -> Outcome:
         key = ConversationKey(event.tenant_id, event.user_id, event.conversation_id)
         async with self._locks.hold(key):
             result = await with_retries(
-                lambda: self._dispatch(event),
+                lambda: self._dispatch(event, reply_to),
                 policy=self._retry,
                 attempt=attempt,
                 on_retry=self._on_retry,
@@ -157,8 +162,10 @@ class EventHandler:
         )
         self._metrics.retried()
 
-    async def _dispatch(self, event: InternalEventV2) -> Outcome:
+    async def _dispatch(self, event: InternalEventV2, reply_to: str | None) -> Outcome:
         command = command_for(event)
+        if reply_to and isinstance(command, ChatEvent):
+            command = dataclasses.replace(command, reply_to=reply_to)
         handler = self._handlers[type(command)]
         return await handler(command)
 

@@ -146,6 +146,13 @@ class Metrics:
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25),
             registry=registry,
         )
+        self.replies_sent = Counter(
+            "llmbot_replies_sent",
+            "Messages to events' reply_to addresses (streamed replies), by schema "
+            "(candidate.delta.v1, candidate.v1, llmbot.error.v1) and result (sent, failed).",
+            ["schema", "result"],
+            registry=registry,
+        )
         self.dead_letters = Counter(
             "llmbot_dead_letters",
             "Events dead-lettered, by error code.",

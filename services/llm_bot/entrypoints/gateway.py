@@ -1,0 +1,157 @@
+"""``llm-bot gateway``: the OpenAI-compatible front door, its own process and port.
+
+FastAPI on uvicorn, the stack OpenAI-compatible servers in Python are built on (vLLM,
+LiteLLM, llama-cpp-python's server): what operators and client authors expect, ASGI
+streaming with backpressure (uvicorn stops reading a stream's body while the client's socket
+buffer is full, and each request waits on its own reply queue, so a slow client slows only
+itself), and ``httptools`` parsing for speed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import structlog
+import uvicorn
+from opentelemetry.sdk.trace import TracerProvider
+from prometheus_client import CollectorRegistry
+
+from llm_bot import __version__
+from llm_bot.adapters.rabbit_topology import Topology
+from llm_bot.config import Settings
+from llm_bot.gateway.api_keys import ApiKeys
+from llm_bot.gateway.app import GatewaySettings, create_app
+from llm_bot.gateway.bus import GatewayBus
+from llm_bot.telemetry.gateway_metrics import GatewayMetrics
+from llm_bot.telemetry.tracing import TRACER_NAME, build_tracer_provider
+
+log = structlog.get_logger(__name__)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server without its own signal handling when run inside tests."""
+
+    def __init__(self, config: uvicorn.Config, *, handle_signals: bool) -> None:
+        super().__init__(config)
+        self._handle_signals = handle_signals
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if self._handle_signals:
+            with super().capture_signals():
+                yield
+        else:
+            yield
+
+
+@dataclass
+class Gateway:
+    """A gateway process's pieces: the bus connection and the HTTP server."""
+
+    settings: Settings
+    bus: GatewayBus
+    server: _Server
+    tracer_provider: TracerProvider
+    metrics: GatewayMetrics
+
+    @property
+    def port(self) -> int:
+        """The bound port (after :meth:`start`; useful with port 0)."""
+        for server in self.server.servers:
+            for sock in server.sockets:
+                return int(sock.getsockname()[1])
+        return self.settings.gateway_port
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    async def serve(self) -> None:
+        """Connect, then serve until SIGTERM/SIGINT (uvicorn's graceful shutdown)."""
+        await self.bus.start()
+        try:
+            await self.server.serve()
+        finally:
+            await self.close()
+
+    async def start(self) -> asyncio.Task[None]:
+        """Connect and serve in a task (tests); returns once the port is bound."""
+        await self.bus.start()
+        task = asyncio.create_task(self.server.serve())
+        while not self.server.started:
+            if task.done():
+                await task
+                raise RuntimeError("the gateway's HTTP server did not start")
+            await asyncio.sleep(0.01)
+        return task
+
+    async def stop(self, task: asyncio.Task[None]) -> None:
+        self.server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await self.close()
+
+    async def close(self) -> None:
+        await self.bus.close()
+        self.tracer_provider.force_flush()
+
+
+def build_gateway(
+    settings: Settings,
+    *,
+    tracer_provider: TracerProvider | None = None,
+    registry: CollectorRegistry | None = None,
+    handle_signals: bool = True,
+) -> Gateway:
+    provider = tracer_provider or build_tracer_provider()
+    metrics = GatewayMetrics(registry=registry or CollectorRegistry())
+    bus = GatewayBus(
+        amqp_url=settings.amqp_url.get_secret_value(), topology=Topology.from_settings(settings)
+    )
+
+    async def broker() -> str | None:
+        return bus.readiness()
+
+    app = create_app(
+        bus=bus,
+        settings=GatewaySettings(
+            keys=ApiKeys.parse(settings.gateway_keys),
+            timeout_seconds=settings.gateway_timeout_seconds,
+            model_ids=tuple(m.strip() for m in settings.gateway_models.split(",") if m.strip()),
+        ),
+        metrics=metrics,
+        tracer=provider.get_tracer(TRACER_NAME, __version__),
+        readiness={"broker": broker},
+    )
+    config = uvicorn.Config(
+        app,
+        host=settings.gateway_host,
+        port=settings.gateway_port,
+        http="httptools",
+        lifespan="off",
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_seconds),
+    )
+    server = _Server(config, handle_signals=handle_signals)
+    return Gateway(
+        settings=settings, bus=bus, server=server, tracer_provider=provider, metrics=metrics
+    )
+
+
+async def run_gateway(settings: Settings) -> None:
+    """``llm-bot gateway``: refuse to start without keys, then serve."""
+    if not ApiKeys.parse(settings.gateway_keys):
+        from llm_bot.config import ConfigurationError  # noqa: PLC0415
+
+        raise ConfigurationError(
+            "invalid configuration: LLM_BOT_GATEWAY_KEYS: set at least one "
+            "tenant=sha256:<digest> entry (make one with: llm-bot gateway hash-key)"
+        )
+    gateway = build_gateway(settings)
+    log.info("gateway.starting", port=settings.gateway_port)
+    await gateway.serve()

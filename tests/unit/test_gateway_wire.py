@@ -1,0 +1,164 @@
+"""The gateway's pure parts: API keys, request validation, what a streaming client is sent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from llm_bot.config import ConfigurationError, load_settings
+from llm_bot.gateway.api_keys import ApiKeys, key_digest
+from llm_bot.gateway.openai_wire import WireError, parse_request
+from llm_bot.gateway.stream_text import StreamText
+
+
+def test_api_keys_map_digests_to_tenants() -> None:
+    keys = ApiKeys.parse(f"shop_1={key_digest('k1')}, shop_2={key_digest('k2')},")
+    assert keys.tenant_for("k1") == "shop_1"
+    assert keys.tenant_for("k2") == "shop_2"
+    assert keys.tenant_for("k3") is None
+    assert keys.tenant_for("") is None
+    assert not ApiKeys.parse("")
+
+
+@pytest.mark.parametrize(
+    ("text", "complaint"),
+    [
+        ("shop_1=sk-plaintext", "entry 1 is not tenant=sha256"),
+        (f"shop_1={key_digest('k')},nonsense", "entry 2"),
+        (f"bad tenant={key_digest('k')}", "entry 1"),
+        (f"-x={key_digest('k')}", "not a valid id"),
+    ],
+)
+def test_api_key_configuration_errors_name_the_entry(text: str, complaint: str) -> None:
+    with pytest.raises(ValueError, match=complaint):
+        ApiKeys.parse(text)
+    with pytest.raises(ConfigurationError, match="LLM_BOT_GATEWAY_KEYS"):
+        load_settings(gateway_keys=text)
+
+
+def _body(**fields: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": "llm-bot",
+        "messages": [{"role": "user", "content": "hello"}],
+        "user": "u1",
+        "metadata": {"conversation_id": "c1"},
+    }
+    body.update(fields)
+    return body
+
+
+def test_request_takes_only_the_newest_user_message() -> None:
+    request = parse_request(
+        _body(
+            messages=[
+                {"role": "system", "content": "be brief"},
+                {"role": "user", "content": "old"},
+                {"role": "assistant", "content": "reply"},
+                {"role": "user", "content": [{"type": "text", "text": "new"}]},
+            ],
+            temperature=0.2,
+            metadata={"conversation_id": "c1", "channel": "voice"},
+        ),
+        {},
+    )
+    assert (request.text, request.user_id, request.conversation_id) == ("new", "u1", "c1")
+    assert request.metadata == {"channel": "voice"}
+    assert not request.stream
+
+
+def test_user_and_conversation_from_headers() -> None:
+    request = parse_request(
+        _body(user=None, metadata=None), {"x-user-id": "u9", "x-conversation-id": "c9"}
+    )
+    assert (request.user_id, request.conversation_id) == ("u9", "c9")
+
+
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"messages": []}, "messages"),
+        ({"messages": [{"role": "wizard", "content": "x"}]}, "messages.0.role"),
+        ({"messages": [{"role": "user", "content": "  "}]}, "messages.0.content"),
+        ({"messages": [{"role": "assistant", "content": "x"}]}, "messages.0.role"),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]},
+            "messages.0.content",
+        ),
+        ({"user": None}, "user"),
+        ({"user": "has spaces"}, "user"),
+        ({"metadata": {}}, "metadata.conversation_id"),
+        ({"n": 2}, "n"),
+        ({"tools": [{"type": "function"}]}, "tools"),
+        ({"model": ""}, "model"),
+        ({"stream": "yes please"}, "stream"),
+    ],
+)
+def test_bad_requests_name_the_parameter(fields: dict[str, Any], param: str) -> None:
+    with pytest.raises(WireError) as refused:
+        parse_request(_body(**fields), {})
+    assert refused.value.status == 400
+    assert refused.value.param == param
+    assert refused.value.body()["error"]["type"] == "invalid_request_error"
+
+
+def test_a_body_that_is_not_an_object_is_refused() -> None:
+    with pytest.raises(WireError, match="JSON object"):
+        parse_request([1, 2], {})
+
+
+def test_stream_continues_a_retry_that_repeats_the_text() -> None:
+    text = StreamText()
+    assert [text.delta(n, p) for n, p in enumerate(["one", " two"])] == ["one", " two"]
+    # the call broke off; the retry streams from 0 again, the same words and more
+    assert [text.delta(n, p) for n, p in enumerate(["one", " two", " three"])] == [
+        "",
+        "",
+        " three",
+    ]
+    assert text.final("one two three four") == " four"
+
+
+def test_stream_stops_when_a_retry_says_something_else() -> None:
+    text = StreamText()
+    assert text.delta(0, "alpha") == "alpha"
+    assert text.delta(0, "beta") == ""
+    assert text.delta(1, " gamma") == ""
+    assert text.final("beta gamma") is None
+
+
+def test_a_lost_delta_mutes_the_stream_and_the_final_fills_in() -> None:
+    text = StreamText()
+    assert text.delta(0, "a") == "a"
+    assert text.delta(2, "c") == ""
+    assert text.final("abc") == "bc"
+
+
+@given(
+    final=st.text(min_size=1, max_size=30),
+    attempts=st.lists(
+        st.tuples(st.text(max_size=30), st.lists(st.integers(1, 5), max_size=8)),
+        max_size=3,
+    ),
+)
+def test_the_client_never_sees_two_texts(final: str, attempts: list[tuple[str, list[int]]]) -> None:
+    """Whatever failed attempts streamed before the final call, what the client receives
+    is a prefix of one text, and when the stream completes it is exactly the final text."""
+    text = StreamText()
+    received = ""
+    for attempt, cuts in [*attempts, (final, [1] * len(final))]:
+        position, seq = 0, 0
+        for size in cuts:
+            piece = attempt[position : position + size]
+            if not piece:
+                break
+            received += text.delta(seq, piece)
+            position, seq = position + size, seq + 1
+        assert any(t.startswith(received) for t in [final, *(a for a, _ in attempts)])
+    rest = text.final(final)
+    if rest is not None:
+        assert received + rest == final
+    else:
+        assert not final.startswith(received)
