@@ -6,12 +6,19 @@ Every part runs in its own process, as deployed: the fake model (streaming its r
 ``--rate`` pieces per second, the first piece after one interval), one ``llm-bot run``
 consumer, one ``llm-bot gateway``; this process drives the load with the official openai SDK
 (``stream=True``), the same client code for both paths. Each of N concurrent clients sends
-``--rounds`` requests one after another, each in a new conversation turn of its own user.
+``--rounds`` requests one after another, each a new turn of its own user's conversation
+(one-sentence questions of 20-25 words, as a caller would ask; the fake model echoes them,
+so replies are ~25 pieces), after a think time drawn from 0-``--think`` seconds (the same
+seeded draws for both paths): N callers who do not all speak in the same millisecond.
 
     .venv/bin/python -m tests.bench.gateway --streams 1 32 --rounds 10
 
-Baseline in the same run: the same streams sent straight to the fake model. "Added" is the
-gateway path's percentile minus the direct path's.
+Baselines in the same run: the same streams sent straight to the fake model ("direct"), and
+sent to the service over the bus without HTTP ("bus": this process publishes the events
+with a direct reply-to address and reads the deltas with the gateway's own bus client; the
+gateway path minus the bus path is what the HTTP front door itself adds). "Added" is a
+path's percentile minus the direct path's. CPU per request: each process's user + system
+time over the path's run divided by its requests (bench: this load-generating process).
 """
 
 from __future__ import annotations
@@ -19,11 +26,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import random
+import resource
 import statistics
 import tempfile
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 import aio_pika
@@ -33,14 +44,31 @@ from openai import AsyncOpenAI
 
 from llm_bot.adapters.rabbit_topology import Topology
 from llm_bot.config import Settings
-from tests.bench.processes import fake_model_process
+from llm_bot.contract import CandidateDeltaV1, CandidateV1, InternalEventV2
+from llm_bot.gateway.bus import GatewayBus
+from tests.bench.processes import cpu_seconds, fake_model_process
+from tests.support.events import new_id
 from tests.support.gateway import TENANT_KEYS, gateway_keys
 from tests.support.harness import TEST_KEY_PREFIX, settings_for_test
 from tests.support.processes import ConsumerProcess
 from tests.support.services import DEFAULT_AMQP_URL, DEFAULT_REDIS_URL, ServiceUrls
 
-PROMPT_WORDS = 24
-"""The fake model echoes the prompt: a reply of about this many pieces (plus "echo:")."""
+QUESTIONS = (
+    "Could you check where my order from last Tuesday is right now, and tell me when it "
+    "should arrive at my home address please?",
+    "I would like to change the delivery address on my latest order to my office in the "
+    "city centre, is that still possible today?",
+    "My package arrived yesterday but one of the two items was missing from the box, what "
+    "should I do to get it sent again?",
+    "Can you remind me which payment method I used for the headphones I bought last month, "
+    "and whether the refund was already made?",
+    "Is there any way to book a delivery slot for Saturday morning instead of Friday "
+    "afternoon, because nobody will be at home on Friday?",
+)
+"""The fake model echoes the question: replies of ~25 pieces."""
+
+Ask = Callable[[str, int, "Timings"], Awaitable[None]]
+"""One request of user ``str``, question ``int``, timed into ``Timings``."""
 
 
 @dataclass
@@ -68,31 +96,8 @@ def _p(values: list[float], percentile: int) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * percentile / 100))] * 1000
 
 
-async def _one(client: AsyncOpenAI, user: str, n: int, timings: Timings) -> None:
-    text = " ".join(f"word{n}_{i}" for i in range(PROMPT_WORDS))
-    started = time.perf_counter()
-    first: float | None = None
-    stream = await client.chat.completions.create(
-        model="llm-bot",
-        messages=[{"role": "user", "content": text}],
-        user=user,
-        metadata={"conversation_id": f"{user}-c"},
-        stream=True,
-    )
-    pieces = 0
-    async for chunk in stream:
-        if chunk.choices and chunk.choices[0].delta.content:
-            pieces += 1
-            if first is None:
-                first = time.perf_counter()
-    if first is None or pieces < 2:
-        raise RuntimeError(f"the reply did not stream ({pieces} pieces)")
-    timings.first_token.append(first - started)
-    timings.total.append(time.perf_counter() - started)
-
-
-async def _load(base_url: str, api_key: str, streams: int, rounds: int) -> Timings:
-    timings = Timings()
+def _sdk(base_url: str, api_key: str) -> tuple[Ask, AsyncOpenAI]:
+    """Streaming chat completions with the official SDK (to the model, or the gateway)."""
     client = AsyncOpenAI(
         base_url=base_url,
         api_key=api_key,
@@ -100,24 +105,110 @@ async def _load(base_url: str, api_key: str, streams: int, rounds: int) -> Timin
         timeout=60,
         http_client=openai.DefaultAioHttpClient(),
     )
+
+    async def ask(user: str, n: int, timings: Timings) -> None:
+        started = time.perf_counter()
+        first: float | None = None
+        stream = await client.chat.completions.create(
+            model="llm-bot",
+            messages=[{"role": "user", "content": QUESTIONS[n % len(QUESTIONS)]}],
+            user=user,
+            metadata={"conversation_id": f"{user}-c"},
+            stream=True,
+        )
+        pieces = 0
+        async for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                pieces += 1
+                first = first or time.perf_counter()
+        if first is None or pieces < 2:
+            raise RuntimeError(f"the reply did not stream ({pieces} pieces)")
+        timings.first_token.append(first - started)
+        timings.total.append(time.perf_counter() - started)
+
+    return ask, client
+
+
+def _over_bus(bus: GatewayBus) -> Ask:
+    """The gateway's own bus client without HTTP: publish, read deltas up to the candidate."""
+
+    async def ask(user: str, n: int, timings: Timings) -> None:
+        event = InternalEventV2.model_validate(
+            {
+                "schema": "internal.event.v2",
+                "id": new_id("bus"),
+                "type": "message",
+                "tenant_id": "tenant_a",
+                "user_id": user,
+                "conversation_id": f"{user}-c",
+                "created_at": datetime.now(UTC),
+                "annotations": [{"kind": "prompt", "text": QUESTIONS[n % len(QUESTIONS)]}],
+            }
+        )
+        started = time.perf_counter()
+        first: float | None = None
+        async with bus.request(event, {}) as wait:
+            while True:
+                reply = await asyncio.wait_for(wait.next(), 60)
+                if isinstance(reply, CandidateV1):
+                    break
+                if not isinstance(reply, CandidateDeltaV1):
+                    raise TypeError(f"the event failed: {reply}")
+                first = first or time.perf_counter()
+        if first is None:
+            raise RuntimeError("the reply did not stream")
+        timings.first_token.append(first - started)
+        timings.total.append(time.perf_counter() - started)
+
+    return ask
+
+
+async def _load(ask: Ask, streams: int, rounds: int, think: float) -> Timings:
+    timings = Timings()
     run = uuid.uuid4().hex[:6]
 
     async def user_loop(u: int) -> None:
+        pauses = random.Random(u)  # the same think times on every path
         for n in range(rounds):
-            await _one(client, f"bench-{run}-{u}", n, timings)
+            await asyncio.sleep(pauses.uniform(0, think))
+            await ask(f"bench-{run}-{u}", u + n, timings)
 
-    await _one(client, f"bench-{run}-warm", 0, Timings())  # connections, caches
+    await ask(f"bench-{run}-warm", 0, Timings())  # connections, caches
     await asyncio.gather(*(user_loop(u) for u in range(streams)))
-    await client.close()
     return timings
 
 
-async def run(streams: list[int], rounds: int, rate: float, embeddings: str) -> None:
+async def _measured(
+    ask: Ask, streams: int, rounds: int, think: float, pids: dict[str, int]
+) -> tuple[Timings, dict[str, float]]:
+    """The path's timings, and each process's CPU ms per request over the run."""
+    before = {name: _cpu(pid) for name, pid in pids.items()}
+    timings = await _load(ask, streams, rounds, think)
+    requests = streams * rounds + 1
+    cpu = {name: (_cpu(pid) - before[name]) * 1000 / requests for name, pid in pids.items()}
+    return timings, cpu
+
+
+def _cpu(pid: int) -> float:
+    if pid == os.getpid():
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+    return cpu_seconds(pid)
+
+
+def _pid(process: ConsumerProcess) -> int:
+    if process.process is None:
+        raise RuntimeError("not started")
+    return process.process.pid
+
+
+async def run(streams: list[int], rounds: int, rate: float, embeddings: str, think: float) -> None:
     urls = ServiceUrls(
         os.environ.get("AMQP_URL", DEFAULT_AMQP_URL), os.environ.get("REDIS_URL", DEFAULT_REDIS_URL)
     )
     logs = Path(tempfile.mkdtemp(prefix="llm-bot-gateway-bench-"))
-    async with fake_model_process(0.0, stream_rate=rate) as model_url:
+    model_pids: list[int] = []
+    async with fake_model_process(0.0, stream_rate=rate, pids=model_pids) as model_url:
         settings: Settings = settings_for_test(
             urls,
             model_url,
@@ -128,27 +219,51 @@ async def run(streams: list[int], rounds: int, rate: float, embeddings: str) -> 
         )
         consumer = ConsumerProcess(settings, log_path=logs / "consumer.log")
         gateway = ConsumerProcess(settings, log_path=logs / "gateway.log", command="gateway")
+        bus = GatewayBus(
+            amqp_url=settings.amqp_url.get_secret_value(),
+            topology=Topology.from_settings(settings),
+        )
         try:
             await consumer.start()
             await consumer.wait_ready(within=60)
             await gateway.start()
             await gateway.wait_ready(within=60)
+            await bus.start()
+            direct, direct_client = _sdk(model_url, "any")
             gateway_url = f"http://127.0.0.1:{gateway.http_port}/v1"
+            through, through_client = _sdk(gateway_url, TENANT_KEYS["tenant_a"])
+            pids = {
+                "bench": os.getpid(),
+                "model": model_pids[0],
+                "consumer": _pid(consumer),
+                "gateway": _pid(gateway),
+            }
             print(
-                f"fake model streaming {rate:g} pieces/s, replies of ~{PROMPT_WORDS + 1} pieces; "
-                f"{rounds} requests per stream; embeddings={embeddings}; logs in {logs}\n"
+                f"fake model streaming {rate:g} pieces/s, replies of ~25 pieces; "
+                f"{rounds} requests per stream, think time 0-{think:g} s; "
+                f"embeddings={embeddings}; logs in {logs}\n"
             )
             print(
                 "| path | streams | TTFT p50 / p95 ms | total p50 / p95 ms "
-                "| TTFT added p50 / p95 ms | total added p50 ms |"
+                "| TTFT added p50 / p95 ms | total added p50 ms "
+                "| CPU ms per request: consumer / gateway / bench |"
             )
-            print("|---|---|---|---|---|---|")
+            print("|---|---|---|---|---|---|---|")
             for count in streams:
-                direct = await _load(model_url, "any", count, rounds)
-                through = await _load(gateway_url, TENANT_KEYS["tenant_a"], count, rounds)
-                print(direct.row(f"direct to the model | {count}", None))
-                print(through.row(f"through the gateway | {count}", direct))
+                baseline: Timings | None = None
+                for label, ask in (
+                    ("direct to the model", direct),
+                    ("bus (no HTTP)", _over_bus(bus)),
+                    ("through the gateway", through),
+                ):
+                    timings, cpu = await _measured(ask, count, rounds, think, pids)
+                    used = f"{cpu['consumer']:.1f} / {cpu['gateway']:.1f} / {cpu['bench']:.1f}"
+                    print(f"{timings.row(f'{label} | {count}', baseline)} {used} |")
+                    baseline = baseline or timings
+            await direct_client.close()
+            await through_client.close()
         finally:
+            await bus.close()
             await gateway.stop()
             await consumer.stop()
             await _clean_up(settings)
@@ -173,8 +288,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10, help="requests per stream")
     parser.add_argument("--rate", type=float, default=50.0, help="model pieces per second")
     parser.add_argument("--embeddings", choices=["local", "off"], default="local")
+    parser.add_argument("--think", type=float, default=1.0, help="think time up to (s)")
     args = parser.parse_args()
-    asyncio.run(run(args.streams, args.rounds, args.rate, args.embeddings))
+    asyncio.run(run(args.streams, args.rounds, args.rate, args.embeddings, args.think))
 
 
 if __name__ == "__main__":

@@ -27,10 +27,12 @@ def cpu_seconds(pid: int) -> float:
 
 
 @contextlib.asynccontextmanager
-async def fake_model_process(latency: float, stream_rate: float = 0.0) -> AsyncIterator[str]:
+async def fake_model_process(
+    latency: float, stream_rate: float = 0.0, pids: list[int] | None = None
+) -> AsyncIterator[str]:
     """``llm-bot fake-model`` in a child process answering after ``latency`` seconds
     (streamed replies paced at ``stream_rate`` pieces per second); yields its base URL once
-    it answers."""
+    it answers (``pids``, when given, receives its process id)."""
     port = free_port()
     process = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -47,6 +49,8 @@ async def fake_model_process(latency: float, stream_rate: float = 0.0) -> AsyncI
         stderr=asyncio.subprocess.DEVNULL,
     )
     base_url = f"http://127.0.0.1:{port}/v1"
+    if pids is not None:
+        pids.append(process.pid)
     try:
         async with aiohttp.ClientSession() as session, asyncio.timeout(30):
             while True:

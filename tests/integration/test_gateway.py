@@ -22,7 +22,7 @@ from llm_bot.fake_model import FakeModelServer, Fault
 from llm_bot.memory.working import ConversationKey
 from tests.support.events import new_id
 from tests.support.gateway import TENANT_KEYS, gateway_keys, running_gateway, sdk_client
-from tests.support.harness import bot
+from tests.support.harness import bot, running_service
 
 pytestmark = pytest.mark.integration
 
@@ -297,6 +297,37 @@ async def test_client_disconnect_midstream_loses_nothing(
         metrics.get_sample_value("llmbot_gateway_stream_endings_total", {"ending": "disconnected"})
         == 1.0
     )
+
+
+async def test_answers_with_no_egress_subscriber_and_from_two_gateway_replicas(
+    make_settings: Callable[..., Settings], fake_model: FakeModelServer
+) -> None:
+    """A deployment whose clients all come through gateways may have no queue bound to the
+    candidate routing key: the candidate's egress copy is then not mandatory (the requester
+    named itself in reply_to). Two gateway replicas, each with its own reply address."""
+    settings = _settings(make_settings)
+    async with (
+        running_service(settings),
+        running_gateway(settings) as first,
+        running_gateway(settings) as second,
+    ):
+        clients = [sdk_client(first), sdk_client(second)]
+        replies = await asyncio.gather(
+            *(
+                client.chat.completions.create(
+                    model="llm-bot",
+                    messages=_history(f"to gateway {n}"),
+                    user=f"user{n}",
+                    metadata={"conversation_id": "c"},
+                )
+                for n, client in enumerate(clients * 3)
+            )
+        )
+        for client in clients:
+            await client.close()
+    assert [r.choices[0].message.content for r in replies] == [
+        f"echo: to gateway {n}" for n in range(6)
+    ]
 
 
 async def test_same_idempotency_key_in_two_tenants_at_once_stays_apart(

@@ -19,11 +19,7 @@ import aiohttp
 import httpx
 import openai
 from openai import AsyncOpenAI, AsyncStream
-from openai.types.chat import (
-    ChatCompletion,
-    ChatCompletionChunk,
-    ChatCompletionMessageFunctionToolCall,
-)
+from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
 from openai.types.responses import (
     Response,
     ResponseCompletedEvent,
@@ -256,7 +252,9 @@ class OpenAIChatModel:
         self, messages: Sequence[PromptMessage], extra: dict[str, Any], on_delta: DeltaSink
     ) -> ModelReply:
         """Chat Completions with ``stream=True``: text pieces go to ``on_delta``; tool calls
-        are assembled from their fragments; usage comes in the last chunk."""
+        are assembled from their fragments; usage comes in the last chunk. Chunks are read
+        as plain dicts: building the SDK's chunk models cost ~0.1 ms each, the larger part
+        of streaming's CPU per piece (the SDK still raises on error events)."""
         stream = await self._client.post(
             "/chat/completions",
             body={
@@ -268,33 +266,35 @@ class OpenAIChatModel:
             },
             cast_to=ChatCompletion,
             stream=True,
-            stream_cls=AsyncStream[ChatCompletionChunk],
+            stream_cls=AsyncStream[dict[str, Any]],
         )
         text: list[str] = []
         calls: dict[int, list[str]] = {}
         model, usage = self._model, None
         async with stream:
             async for chunk in stream:
-                model = chunk.model or model
-                usage = chunk.usage or usage
-                for choice in chunk.choices[:1]:
-                    if choice.delta.content:
-                        text.append(choice.delta.content)
-                        await on_delta(choice.delta.content)
-                    for call in choice.delta.tool_calls or ():
-                        parts = calls.setdefault(call.index, ["", "", ""])
-                        function = call.function
-                        parts[0] = call.id or parts[0]
-                        parts[1] += (function.name or "") if function else ""
-                        parts[2] += (function.arguments or "") if function else ""
-        details = usage.prompt_tokens_details if usage else None
+                model = chunk.get("model") or model
+                usage = chunk.get("usage") or usage
+                for choice in (chunk.get("choices") or ())[:1]:
+                    delta = choice.get("delta") or {}
+                    if delta.get("content"):
+                        text.append(delta["content"])
+                        await on_delta(delta["content"])
+                    for call in delta.get("tool_calls") or ():
+                        parts = calls.setdefault(int(call.get("index") or 0), ["", "", ""])
+                        function = call.get("function") or {}
+                        parts[0] = call.get("id") or parts[0]
+                        parts[1] += function.get("name") or ""
+                        parts[2] += function.get("arguments") or ""
+        used = usage or {}
+        details = used.get("prompt_tokens_details") or {}
         return ModelReply(
             text="".join(text),
             tool_calls=tuple(ToolCall(id=i, name=n, arguments=a) for i, n, a in calls.values()),
             model=model,
-            input_tokens=usage.prompt_tokens if usage else 0,
-            output_tokens=usage.completion_tokens if usage else 0,
-            cached_input_tokens=(details.cached_tokens or 0) if details else 0,
+            input_tokens=int(used.get("prompt_tokens") or 0),
+            output_tokens=int(used.get("completion_tokens") or 0),
+            cached_input_tokens=int(details.get("cached_tokens") or 0),
         )
 
     async def _responses(

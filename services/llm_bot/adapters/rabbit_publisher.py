@@ -75,15 +75,18 @@ class RabbitPublisher:
         self._dead_letter_rk = dead_letter_routing_key
 
     async def publish_candidate(
-        self, candidate: CandidateV1, *, headers: Mapping[str, Any]
+        self, candidate: CandidateV1, *, headers: Mapping[str, Any], mandatory: bool = True
     ) -> None:
+        """``mandatory`` unless the event named its own recipient (``reply_to``): then the
+        egress copy is a record for whoever subscribes, and a deployment with no egress
+        subscriber (clients only through the gateway) must still answer."""
         message = _json_message(
             candidate.model_dump_json(by_alias=True).encode(),
             message_id=candidate.id,
             correlation_id=candidate.conversation_id,
             headers=headers,
         )
-        await self._confirmed(self._exchange, message, self._candidate_rk, mandatory=True)
+        await self._confirmed(self._exchange, message, self._candidate_rk, mandatory=mandatory)
 
     async def publish_memory_job(self, job: MemoryJobV1) -> None:
         message = _json_message(

@@ -232,7 +232,7 @@ class EventConsumer:
         essential = [a for a in actions if not isinstance(a, PublishJob)]
         jobs = [a for a in actions if isinstance(a, PublishJob)]
         try:
-            await self._with_publish_retries(lambda: self._perform(message, essential))
+            await self._with_publish_retries(lambda: self._perform(message, essential, reply_to))
         except PublishFailed as exc:
             if self._channel_closed():
                 raise
@@ -240,9 +240,10 @@ class EventConsumer:
             failure = DeadLetter(
                 code="internal", message=str(exc), attempts=1, ids=_ids_of(outcome)
             )
-            await self._with_publish_retries(
-                lambda: self._perform(message, broker_actions(failure))
-            )
+            failed = broker_actions(failure)
+            await self._with_publish_retries(lambda: self._perform(message, failed))
+            if reply_to is not None:
+                await self._reply(reply_to, failed)
         else:
             if reply_to is not None:
                 await self._reply(reply_to, essential)
@@ -252,12 +253,17 @@ class EventConsumer:
         await message.ack()
 
     async def _perform(
-        self, message: AbstractIncomingMessage, actions: Sequence[BrokerAction]
+        self,
+        message: AbstractIncomingMessage,
+        actions: Sequence[BrokerAction],
+        reply_to: str | None = None,
     ) -> None:
         publisher = self._require_publisher()
         for action in actions:
             if isinstance(action, PublishCandidate):
-                await self._publish_candidate(publisher, action.candidate)
+                await self._publish_candidate(
+                    publisher, action.candidate, mandatory=reply_to is None
+                )
             elif isinstance(action, PublishError):
                 headers: dict[str, object] = {}
                 inject_context(headers)
@@ -283,7 +289,9 @@ class EventConsumer:
             elif isinstance(action, PublishError):
                 await self._replies.send(reply_to, action.error.event_id, action.error)
 
-    async def _publish_candidate(self, publisher: RabbitPublisher, candidate: CandidateV1) -> None:
+    async def _publish_candidate(
+        self, publisher: RabbitPublisher, candidate: CandidateV1, *, mandatory: bool
+    ) -> None:
         routing_key = self._topology.candidate_routing_key
         with self._tracer.start_as_current_span(
             f"publish {self._topology.exchange}:{routing_key}",
@@ -300,7 +308,7 @@ class EventConsumer:
         ):
             headers: dict[str, object] = {}
             inject_context(headers)
-            await publisher.publish_candidate(candidate, headers=headers)
+            await publisher.publish_candidate(candidate, headers=headers, mandatory=mandatory)
         log.info("candidate.published", candidate_id=candidate.id, turn=candidate.turn)
 
     async def _publish_job(self, job: MemoryJobV1) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -180,16 +179,20 @@ class GatewayBus:
                 wait.put(BusUnavailable(why))
 
 
+_REPLY_MODELS: dict[str, type[Reply]] = {
+    "candidate.delta.v1": CandidateDeltaV1,
+    "candidate.v1": CandidateV1,
+    "llmbot.error.v1": ErrorV1,
+}
+
+
 def _parse_reply(message: AbstractIncomingMessage) -> Reply | None:
-    models: dict[str, type[Reply]] = {
-        "candidate.delta.v1": CandidateDeltaV1,
-        "candidate.v1": CandidateV1,
-        "llmbot.error.v1": ErrorV1,
-    }
-    try:
-        body = json.loads(message.body)
-        model = models[str(body.get("schema"))]
-        return model.model_validate(body)
-    except (ValueError, KeyError, AttributeError, ValidationError):
-        log.warning("gateway.reply_unreadable", type=message.type)
-        return None
+    """The reply, validated by the model its AMQP ``type`` names (the body's ``schema``)."""
+    model = _REPLY_MODELS.get(str(message.type))
+    if model is not None:
+        try:
+            return model.model_validate_json(message.body)
+        except ValidationError:
+            pass
+    log.warning("gateway.reply_unreadable", type=message.type)
+    return None

@@ -329,7 +329,7 @@ def _delta_sink(event: ChatEvent, replies: ReplyChannel | None) -> DeltaSink | N
     numbers = itertools.count()
 
     async def send(piece: str) -> None:
-        delta = CandidateDeltaV1(
+        delta = CandidateDeltaV1.model_construct(  # every field is known-valid here
             candidate_id=candidate, event_id=event.event_id, seq=next(numbers), delta=piece
         )
         await replies.send(reply_to, event.event_id, delta)
