@@ -429,3 +429,38 @@ async def test_models_health_metrics_and_the_trace_parent(
     assert consumer.context.trace_id == server.context.trace_id
     assert consumer.parent is not None
     assert consumer.parent.span_id == server.context.span_id
+
+
+async def test_gateway_recovers_after_its_broker_connection_drops(
+    make_settings: Callable[..., Settings], fake_model: FakeModelServer
+) -> None:
+    """The connection under the gateway breaks (as in a broker restart or a network blip):
+    the request waiting at that moment fails at once with 503 (its reply address died with
+    the old channel), and once reconnected the gateway answers again."""
+    settings = _settings(make_settings)
+    fake_model.set_latency(0.5)
+    async with bot(settings), running_gateway(settings) as gateway:
+        client = sdk_client(gateway)
+        ask = {
+            "model": "llm-bot",
+            "messages": _history("hello"),
+            "user": "u1",
+            "metadata": {"conversation_id": "c1"},
+        }
+        waiting = asyncio.create_task(client.chat.completions.create(**ask))
+        await asyncio.sleep(0.2)
+        connection = gateway.bus._connection  # the test breaks it on purpose
+        assert connection is not None
+        underlying = connection.transport
+        assert underlying is not None
+        await underlying.connection.close(ConnectionError("injected: connection lost"))
+        with pytest.raises(openai.APIStatusError) as lost:
+            await waiting
+        assert lost.value.status_code == 503
+        async with asyncio.timeout(20):
+            while gateway.bus.readiness() is not None:
+                await asyncio.sleep(0.1)
+        fake_model.set_latency(0)
+        again = await client.chat.completions.create(**ask)
+        assert again.choices[0].message.content == "echo: hello"
+        await client.close()
