@@ -42,6 +42,7 @@ from llm_bot.service.erasure import Eraser
 from llm_bot.service.handler import DeliveryHandler, EventHandler
 from llm_bot.service.indexer import Indexer
 from llm_bot.service.memory_jobs import MemoryJobHandler
+from llm_bot.service.personas import load_personas
 from llm_bot.service.retention_sweep import RetentionSweep
 from llm_bot.service.retriever import RetrievalSettings, Retriever
 from llm_bot.service.retry import RetryPolicy
@@ -321,6 +322,7 @@ def build_service(
     base = build_foundation(settings, tracer_provider=tracer_provider, registry=registry)
     store = memory_store(settings, base.redis)
     replies = RabbitReplies(metrics=base.metrics)
+    tools = load_tool_catalog(settings.tools_path)
     context = GraphContext(
         memory=store,
         model=base.model,
@@ -333,7 +335,10 @@ def build_service(
         budget=settings.context_budget(),
         counter=default_token_counter(),
         retriever=retriever(base),
-        tools=load_tool_catalog(settings.tools_path),
+        tools=tools,
+        personas=load_personas(
+            settings.personas_path, system_prompt=settings.system_prompt, tools=tools
+        ),
         max_tool_rounds=settings.max_tool_rounds,
         tool_rounds=tool_round_schedule(settings, base.redis),
         tool_result_timeout_seconds=settings.tool_result_timeout_seconds,

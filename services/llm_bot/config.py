@@ -114,6 +114,7 @@ class Settings(BaseSettings):
     ltm_max_items: int = Field(1000, ge=1, validation_alias=_env("LLM_BOT_LTM_MAX_ITEMS"))
     ltm_retention_days: int = Field(365, ge=1, validation_alias=_env("LLM_BOT_LTM_RETENTION_DAYS"))
     tools_path: Path | None = Field(None, validation_alias=_env("LLM_BOT_TOOLS_PATH"))
+    personas_path: Path | None = Field(None, validation_alias=_env("LLM_BOT_PERSONAS_PATH"))
     max_tool_rounds: int = Field(5, ge=1, le=50, validation_alias=_env("LLM_BOT_MAX_TOOL_ROUNDS"))
     tool_result_timeout_seconds: float = Field(
         120, gt=0, validation_alias=_env("LLM_BOT_TOOL_RESULT_TIMEOUT_SECONDS")
@@ -245,6 +246,7 @@ class Settings(BaseSettings):
         "qdrant_url",
         "provider_name",
         "tools_path",
+        "personas_path",
         mode="before",
     )
     @classmethod

@@ -70,8 +70,10 @@ class ChatModel(Protocol):
         cache_key: str | None = None,
         tools: Sequence[ToolSpec] = (),
         on_delta: DeltaSink | None = None,
+        model: str | None = None,
     ) -> ModelReply:
         """Raise ``ModelUnavailable``/``ModelTimeout`` (retryable) or ``ModelRejected``.
+        ``model``: another model than the configured one (a persona's).
         ``cache_key``: groups requests whose prompts share a prefix (the provider's
         ``prompt_cache_key``, where it takes one). ``tools``: the functions the model may
         call (Chat Completions shape); its calls come back in ``tool_calls``. ``on_delta``:

@@ -101,6 +101,23 @@ class OpenAIChatModel:
         self._send_cache_key = send_cache_key
         url = urlsplit(str(client.base_url))
         self._server = (url.hostname or "", url.port or (443 if url.scheme == "https" else 80))
+        self._others: dict[str, OpenAIChatModel] = {}
+
+    def _with_model(self, model: str) -> OpenAIChatModel:
+        """The same client and settings for another model (a persona's), made once."""
+        other = self._others.get(model)
+        if other is None:
+            other = OpenAIChatModel(
+                client=self._client,
+                model=model,
+                tracer=self._tracer,
+                metrics=self._metrics,
+                api=self._api,
+                provider_name=self._provider,
+                send_cache_key=self._send_cache_key,
+            )
+            self._others[model] = other
+        return other
 
     @property
     def model(self) -> str:
@@ -128,10 +145,21 @@ class OpenAIChatModel:
         cache_key: str | None = None,
         tools: Sequence[ToolSpec] = (),
         on_delta: DeltaSink | None = None,
+        model: str | None = None,
     ) -> ModelReply:
         """One model request in a CLIENT span ``chat {model}`` (GenAI conventions).
         ``cache_key`` is sent as ``prompt_cache_key`` unless configured off; with
-        ``on_delta`` the reply streams."""
+        ``on_delta`` the reply streams; ``model`` asks another model than the configured
+        one."""
+        if model is not None and model != self._model:
+            return await self._with_model(model).complete(
+                messages,
+                conversation_id=conversation_id,
+                json_schema=json_schema,
+                cache_key=cache_key,
+                tools=tools,
+                on_delta=on_delta,
+            )
         attributes: dict[str, str | int] = {
             "gen_ai.operation.name": "chat",
             "gen_ai.provider.name": self._provider,

@@ -126,7 +126,10 @@ async def recall(state: GraphState, runtime: Runtime[GraphContext]) -> Command[s
     ctx = runtime.context
     event = state["event"]
     replying = state["route"] == "reply"
-    query = ctx.retriever.prepare(event.text) if ctx.retriever and replying else None
+    personas = ctx.persona_catalog()
+    asked = personas.choose(event.persona) if event.persona is not None else None
+    searching = ctx.retriever is not None and replying and (asked is None or asked.retrieval)
+    query = ctx.retriever.prepare(event.text) if ctx.retriever and searching else None
     try:
         recalled = await ctx.memory.load(event.key, event.event_id)
     except BaseException:
@@ -147,9 +150,17 @@ async def recall(state: GraphState, runtime: Runtime[GraphContext]) -> Command[s
         # A crash between the commit and the schedule is repaired here, on redelivery.
         await _schedule(ctx, event.key, None, recalled.memory.tool_round)
         return Command(update=update, goto=END)
+    persona = asked or personas.choose(None, recalled.memory.session.get("persona"))
+    if query is not None and not persona.retrieval:
+        query.cancel()
+    searching = searching and persona.retrieval
     loaded = recalled.memory.messages
     step = _tool_step(
-        state["route"], event, recalled, ctx.max_tool_rounds, ctx.tools.for_message(event.tools)
+        state["route"],
+        event,
+        recalled,
+        ctx.max_tool_rounds,
+        persona.tools.for_message(event.tools),
     )
     if step.route == "tool_duplicate":
         log.info(
@@ -166,14 +177,15 @@ async def recall(state: GraphState, runtime: Runtime[GraphContext]) -> Command[s
         "tools": step.tools,
         "rounds_done": step.rounds_done,
         "tool_round": step.tool_round,
+        "persona": persona,
     }
     if step.route == "continue" and recalled.memory.topic is not None:
         # The turn goes on: what was recalled for its message stays (and the prefix too).
         topic = recalled.memory.topic
         update["retrieval"] = Retrieval("topic_reuse", topic.selection, topic, 0.0)
-    if ctx.retriever is None and replying:
+    if replying and not searching:
         ctx.metrics.retrieval_searches.labels("off").inc()
-    elif ctx.retriever is not None and replying:
+    elif ctx.retriever is not None and searching:
         # What the window and the bundle already show is not recalled again.
         window = reduce_window(loaded, added, ctx.bounds).messages
         shown = {m.id for m in window} | recalled.bundle.item_ids()
@@ -276,8 +288,9 @@ async def call_model(state: GraphState, runtime: Runtime[GraphContext]) -> Updat
     ctx = runtime.context
     recalled = state["recalled"]
     retrieval = state.get("retrieval")
+    persona = state["persona"]
     context = assemble_context(
-        system_prompt=ctx.system_prompt,
+        system_prompt=persona.system_prompt,
         bundle=recalled.bundle,
         summary=recalled.memory.summary,
         window=state["messages"],
@@ -305,6 +318,7 @@ async def call_model(state: GraphState, runtime: Runtime[GraphContext]) -> Updat
         cache_key=prompt_cache_key(key.tenant_id, key.user_id),
         tools=state.get("tools", ()),
         on_delta=_delta_sink(state["event"], ctx.replies),
+        **({"model": persona.model} if persona.model else {}),
     )
     log.info(
         "model.replied",
@@ -421,6 +435,9 @@ async def remember(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
     session = dict(recalled.memory.session)
     if event.lang:
         session["language"] = event.lang
+    persona = state.get("persona")
+    if persona is not None and event.type == "message":
+        session["persona"] = persona.name  # tool results and later messages continue it
     retrieval = state.get("retrieval")
     memory = WorkingMemory(
         messages=window,

@@ -17,6 +17,7 @@ from llm_bot.memory.tool_rounds import ToolRound
 from llm_bot.memory.window import WindowBounds, bounded_messages
 from llm_bot.memory.working import ConversationKey, Recalled
 from llm_bot.ports import ChatModel, MemoryStore, ModelReply, ReplyChannel, ToolSpec
+from llm_bot.service.personas import Persona, PersonaCatalog, single_persona
 from llm_bot.service.retriever import Retrieval, Retriever
 from llm_bot.service.tool_catalog import ToolCatalog
 from llm_bot.telemetry.metrics import Metrics
@@ -39,6 +40,8 @@ class ChatEvent:
     """Tools offered to the model with this message (Chat Completions definitions)."""
     reply_to: str | None = None
     """Where the reply streams (the delivery's AMQP ``reply_to``), or None."""
+    persona: str | None = None
+    """The persona ``metadata.persona`` asks for (SPEC 5.10), or None."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,12 @@ class GraphContext:
     tool_result_timeout_seconds: float = 120.0
     replies: ReplyChannel | None = None
     """Where streamed replies go (events with a ``reply_to``); None: nothing streams."""
+    personas: PersonaCatalog | None = None
+    """``LLM_BOT_PERSONAS_PATH``'s personas; None: one persona from ``system_prompt`` and
+    ``tools``."""
+
+    def persona_catalog(self) -> PersonaCatalog:
+        return self.personas or single_persona(self.system_prompt, self.tools)
 
 
 class ToolRoundScheduler(Protocol):
@@ -99,3 +108,5 @@ class GraphState(TypedDict, total=False):
     """Rounds of tool calls this turn has completed (0 before any)."""
     tool_round: ToolRound | None
     """The open round after this event (written to working memory by ``remember``)."""
+    persona: Persona
+    """How this event is answered (chosen in ``recall``)."""

@@ -13,6 +13,7 @@ from typing import get_args
 
 from llm_bot.contract import InternalEventV2
 from llm_bot.contract.messages import EventType
+from llm_bot.errors import InvalidEvent
 from llm_bot.graph.state import ChatEvent
 from llm_bot.memory.working import ConversationKey
 
@@ -50,7 +51,16 @@ def _chat_event(event: InternalEventV2) -> ChatEvent:
         tool=event.tool,
         transcript=tuple(event.transcript or ()),
         tools=tuple(tool.for_chat() for tool in event.tools or ()),
+        persona=_persona(event),
     )
+
+
+def _persona(event: InternalEventV2) -> str | None:
+    """``metadata.persona``: the persona the event asks for (SPEC 5.10), or None."""
+    persona = event.metadata.get("persona")
+    if persona is None or isinstance(persona, str):
+        return persona
+    raise InvalidEvent("metadata.persona: must be a string (a persona's name)")
 
 
 def _forget(event: InternalEventV2) -> ForgetMemory:

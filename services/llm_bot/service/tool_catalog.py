@@ -1,6 +1,6 @@
 """Which tools the model is offered for a message (SPEC 5.9), decided in this one place:
-the event's own ``tools`` when it has any, else the configured tools file
-(``LLM_BOT_TOOLS_PATH``). Personas (SPEC 5.10) will add their tools here."""
+the event's own ``tools`` when it has any, else the configured ones: the persona's
+(``personas.py``), which default to the tools file (``LLM_BOT_TOOLS_PATH``)."""
 
 from __future__ import annotations
 
