@@ -22,18 +22,17 @@ messages that name none continue with it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter
 
 from llm_bot.config import ConfigurationError
 from llm_bot.contract.tools import MAX_TOOLS, ToolDefinition
 from llm_bot.errors import InvalidEvent
+from llm_bot.service.config_files import config_file_error, load_config_file
 from llm_bot.service.tool_catalog import ToolCatalog
 
 DEFAULT_PERSONA = "default"
@@ -54,6 +53,9 @@ class _PersonasFile(BaseModel):
 
     default: PersonaName | None = None
     personas: dict[PersonaName, _PersonaSpec] = Field(min_length=1)
+
+
+_FILE = TypeAdapter(_PersonasFile)
 
 
 @dataclass(frozen=True)
@@ -109,22 +111,8 @@ def load_personas(path: Path | None, *, system_prompt: str, tools: ToolCatalog) 
     field."""
     if path is None:
         return single_persona(system_prompt, tools)
-    where = f"invalid configuration: LLM_BOT_PERSONAS_PATH: {path}"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigurationError(f"{where}: cannot read it ({exc.strerror})") from exc
-    try:
-        raw: Any = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as exc:
-        kind = "JSON" if path.suffix == ".json" else "YAML"
-        raise ConfigurationError(f"{where}: not {kind} ({exc})") from exc
-    try:
-        parsed = _PersonasFile.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        place = ".".join(str(part) for part in first["loc"]) or "(the top level)"
-        raise ConfigurationError(f"{where}: {place}: {first['msg']}") from exc
+    where = config_file_error("LLM_BOT_PERSONAS_PATH", path)
+    parsed = load_config_file(path, "LLM_BOT_PERSONAS_PATH", _FILE, yaml_ok=True)
     personas: dict[str, Persona] = {}
     for name, spec in parsed.personas.items():
         names = [tool.function.name for tool in spec.tools or ()]

@@ -4,15 +4,15 @@ the event's own ``tools`` when it has any, else the configured ones: the persona
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import TypeAdapter
 
 from llm_bot.config import ConfigurationError
 from llm_bot.contract.tools import MAX_TOOLS, ToolDefinition
 from llm_bot.ports import ToolSpec
+from llm_bot.service.config_files import config_file_error, load_config_file
 
 _TOOLS = TypeAdapter(list[ToolDefinition])
 
@@ -33,19 +33,8 @@ def load_tool_catalog(path: Path | None) -> ToolCatalog:
     ``ConfigurationError`` naming the file and the field."""
     if path is None:
         return ToolCatalog()
-    where = f"invalid configuration: LLM_BOT_TOOLS_PATH: {path}"
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigurationError(f"{where}: cannot read it ({exc.strerror})") from exc
-    except ValueError as exc:
-        raise ConfigurationError(f"{where}: not JSON ({exc})") from exc
-    try:
-        tools = _TOOLS.validate_python(raw)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(part) for part in first["loc"]) or "(the top level)"
-        raise ConfigurationError(f"{where}: {field}: {first['msg']}") from exc
+    where = config_file_error("LLM_BOT_TOOLS_PATH", path)
+    tools = load_config_file(path, "LLM_BOT_TOOLS_PATH", _TOOLS, yaml_ok=False)
     names = [tool.function.name for tool in tools]
     if len(tools) > MAX_TOOLS:
         raise ConfigurationError(f"{where}: {len(tools)} tools, at most {MAX_TOOLS}")
