@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from starlette.requests import ClientDisconnect
 
 from llm_bot.config import ConfigurationError, load_settings
 from llm_bot.gateway.api_keys import ApiKeys, key_digest
+from llm_bot.gateway.app import _ClosingStream
 from llm_bot.gateway.openai_wire import WireError, parse_request
 from llm_bot.gateway.stream_text import StreamText
 
@@ -162,3 +166,29 @@ def test_the_client_never_sees_two_texts(final: str, attempts: list[tuple[str, l
         assert received + rest == final
     else:
         assert not final.startswith(received)
+
+
+async def test_a_stream_whose_client_left_before_its_body_started_still_closes() -> None:
+    """Starlette cancels a streaming response whose client is gone, possibly before the
+    body generator ran: the reply wait and the metrics must still be released."""
+    started: list[bool] = []
+    closed: list[bool] = []
+
+    async def body() -> AsyncIterator[bytes]:
+        started.append(True)
+        yield b"data: never\n\n"
+
+    async def on_close() -> None:
+        closed.append(True)
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        raise OSError("the client is gone")
+
+    response = _ClosingStream(body(), on_close=on_close, media_type="text/event-stream", headers={})
+    with contextlib.suppress(OSError, ClientDisconnect):
+        await response({"type": "http", "asgi": {"spec_version": "2.4"}}, receive, send)
+    assert closed == [True]
+    assert started == []

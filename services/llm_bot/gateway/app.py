@@ -31,6 +31,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
+from starlette.types import Receive, Scope, Send
 
 from llm_bot.config import ID_PATTERN
 from llm_bot.contract import CandidateDeltaV1, CandidateV1, ErrorV1, InternalEventV2
@@ -185,16 +186,25 @@ class _Completions:
             started=started,
         )
 
+        closed = False
+
+        async def close() -> None:
+            nonlocal closed
+            if not closed:
+                closed = True
+                await listening.aclose()
+                self._finish(span, started, True, 200, ending=stream.ending)
+
         async def body() -> AsyncIterator[bytes]:
             try:
                 async for data in stream.events():
                     yield data
             finally:
-                await listening.aclose()
-                self._finish(span, started, True, 200, ending=stream.ending)
+                await close()
 
-        return StreamingResponse(
+        return _ClosingStream(
             body(),
+            on_close=close,
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
@@ -219,6 +229,29 @@ class _Completions:
         if status >= 500 or ending not in (None, "completed", "disconnected"):
             span.set_status(Status(StatusCode.ERROR))
         span.end()
+
+
+class _ClosingStream(StreamingResponse):
+    """A StreamingResponse that always runs ``on_close``: also when the client left before
+    the body was iterated (Starlette then cancels the response and never starts the body,
+    whose own ``finally`` would not run: the reply wait and the metrics would leak)."""
+
+    def __init__(
+        self,
+        content: AsyncIterator[bytes],
+        *,
+        on_close: Callable[[], Awaitable[None]],
+        media_type: str,
+        headers: dict[str, str],
+    ) -> None:
+        super().__init__(content, media_type=media_type, headers=headers)
+        self._on_close = on_close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._on_close()
 
 
 class _Stream:
