@@ -1,0 +1,1 @@
+"""Durable structured dialogues (SPEC 5.10): flows declared as data, their answers read deterministically first."""
