@@ -4,7 +4,7 @@ to time to first token at 32 concurrent streams).
 
 Every part runs in its own process, as deployed: the fake model (streaming its reply at
 ``--rate`` pieces per second, the first piece after one interval), one ``llm-bot run``
-consumer, one ``llm-bot gateway``; this process drives the load with the official openai SDK
+consumer (``--consumers N``: N replicas), one ``llm-bot gateway``; this process drives the load with the official openai SDK
 (``stream=True``), the same client code for both paths. Each of N concurrent clients sends
 ``--rounds`` requests one after another, each a new turn of its own user's conversation
 (one-sentence questions of 20-25 words, as a caller would ask; the fake model echoes them,
@@ -202,7 +202,15 @@ def _pid(process: ConsumerProcess) -> int:
     return process.process.pid
 
 
-async def run(streams: list[int], rounds: int, rate: float, embeddings: str, think: float) -> None:
+async def run(
+    streams: list[int],
+    rounds: int,
+    rate: float,
+    embeddings: str,
+    think: float,
+    *,
+    replicas: int = 1,
+) -> None:
     urls = ServiceUrls(
         os.environ.get("AMQP_URL", DEFAULT_AMQP_URL), os.environ.get("REDIS_URL", DEFAULT_REDIS_URL)
     )
@@ -217,15 +225,19 @@ async def run(streams: list[int], rounds: int, rate: float, embeddings: str, thi
             gateway_keys=gateway_keys(),
             prefetch=64,
         )
-        consumer = ConsumerProcess(settings, log_path=logs / "consumer.log")
+        consumers = [
+            ConsumerProcess(settings, log_path=logs / f"consumer{n}.log") for n in range(replicas)
+        ]
         gateway = ConsumerProcess(settings, log_path=logs / "gateway.log", command="gateway")
         bus = GatewayBus(
             amqp_url=settings.amqp_url.get_secret_value(),
             topology=Topology.from_settings(settings),
         )
         try:
-            await consumer.start()
-            await consumer.wait_ready(within=60)
+            for consumer in consumers:
+                await consumer.start()
+            for consumer in consumers:
+                await consumer.wait_ready(within=60)
             await gateway.start()
             await gateway.wait_ready(within=60)
             await bus.start()
@@ -235,13 +247,13 @@ async def run(streams: list[int], rounds: int, rate: float, embeddings: str, thi
             pids = {
                 "bench": os.getpid(),
                 "model": model_pids[0],
-                "consumer": _pid(consumer),
+                **{f"consumer{n}": _pid(c) for n, c in enumerate(consumers)},
                 "gateway": _pid(gateway),
             }
             print(
                 f"fake model streaming {rate:g} pieces/s, replies of ~25 pieces; "
                 f"{rounds} requests per stream, think time 0-{think:g} s; "
-                f"embeddings={embeddings}; logs in {logs}\n"
+                f"embeddings={embeddings}; {replicas} consumer(s); logs in {logs}\n"
             )
             print(
                 "| path | streams | TTFT p50 / p95 ms | total p50 / p95 ms "
@@ -257,7 +269,8 @@ async def run(streams: list[int], rounds: int, rate: float, embeddings: str, thi
                     ("through the gateway", through),
                 ):
                     timings, cpu = await _measured(ask, count, rounds, think, pids)
-                    used = f"{cpu['consumer']:.1f} / {cpu['gateway']:.1f} / {cpu['bench']:.1f}"
+                    consumer_cpu = sum(v for k, v in cpu.items() if k.startswith("consumer"))
+                    used = f"{consumer_cpu:.1f} / {cpu['gateway']:.1f} / {cpu['bench']:.1f}"
                     print(f"{timings.row(f'{label} | {count}', baseline)} {used} |")
                     baseline = baseline or timings
             await direct_client.close()
@@ -265,7 +278,8 @@ async def run(streams: list[int], rounds: int, rate: float, embeddings: str, thi
         finally:
             await bus.close()
             await gateway.stop()
-            await consumer.stop()
+            for consumer in consumers:
+                await consumer.stop()
             await _clean_up(settings)
 
 
@@ -289,8 +303,18 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=50.0, help="model pieces per second")
     parser.add_argument("--embeddings", choices=["local", "off"], default="local")
     parser.add_argument("--think", type=float, default=1.0, help="think time up to (s)")
+    parser.add_argument("--consumers", type=int, default=1, help="llm-bot run replicas")
     args = parser.parse_args()
-    asyncio.run(run(args.streams, args.rounds, args.rate, args.embeddings, args.think))
+    asyncio.run(
+        run(
+            args.streams,
+            args.rounds,
+            args.rate,
+            args.embeddings,
+            args.think,
+            replicas=args.consumers,
+        )
+    )
 
 
 if __name__ == "__main__":
