@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 from collections.abc import Callable
 from typing import Any
 
@@ -44,6 +43,23 @@ async def _read_into(stream: openai.AsyncStream[Any], pieces: list[str]) -> None
     async for chunk in stream:
         if chunk.choices and chunk.choices[0].delta.content:
             pieces.append(chunk.choices[0].delta.content)
+
+
+async def _streamed_text(
+    client: openai.AsyncOpenAI, text: str, *, user: str, conversation: str, **extra: Any
+) -> str:
+    """Ask ``text`` with ``stream=True`` and return the text the stream carried."""
+    stream = await client.chat.completions.create(
+        model="llm-bot",
+        messages=_history(text),
+        user=user,
+        metadata={"conversation_id": conversation},
+        stream=True,
+        **extra,
+    )
+    pieces: list[str] = []
+    await _read_into(stream, pieces)
+    return "".join(pieces)
 
 
 def _history(*texts: str) -> list[dict[str, str]]:
@@ -191,14 +207,9 @@ async def test_concurrent_users_each_get_their_own_stream(
     fake_model.set_stream_rate(500)
 
     async def ask(client: openai.AsyncOpenAI, n: int) -> str:
-        stream = await client.chat.completions.create(
-            model="llm-bot",
-            messages=_history(f"question number {n} from user {n}"),
-            user=f"user{n}",
-            metadata={"conversation_id": f"conv{n}"},
-            stream=True,
+        return await _streamed_text(
+            client, f"question number {n} from user {n}", user=f"user{n}", conversation=f"conv{n}"
         )
-        return "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
 
     async with bot(settings), running_gateway(settings) as gateway:
         clients = [sdk_client(gateway, tenant) for tenant in ("tenant_a", "tenant_b")]
@@ -221,15 +232,7 @@ async def test_a_stream_cut_midway_and_retried_never_shows_two_texts(
     async with bot(settings) as (service, _), running_gateway(settings) as gateway:
         client = sdk_client(gateway)
         user, conversation = new_id("u"), new_id("c")
-        stream = await client.chat.completions.create(
-            model="llm-bot",
-            messages=_history("count"),
-            user=user,
-            metadata={"conversation_id": conversation},
-            stream=True,
-        )
-        pieces = [c.choices[0].delta.content or "" async for c in stream if c.choices]
-        assert "".join(pieces) == steady
+        assert await _streamed_text(client, "count", user=user, conversation=conversation) == steady
 
         fake_model.script(Fault.cut(3, "alpha beta gamma delta"), "A different answer.")
         key = new_id("idem")
@@ -339,15 +342,13 @@ async def test_same_idempotency_key_in_two_tenants_at_once_stays_apart(
 
     async def ask(tenant: str) -> str:
         client = sdk_client(gateway, tenant)
-        stream = await client.chat.completions.create(
-            model="llm-bot",
-            messages=_history(f"I am {tenant}"),
+        text = await _streamed_text(
+            client,
+            f"I am {tenant}",
             user="same-user",
-            metadata={"conversation_id": "same-conversation"},
-            stream=True,
+            conversation="same-conversation",
             extra_headers={"Idempotency-Key": key},
         )
-        text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
         await client.close()
         return text
 
@@ -356,7 +357,6 @@ async def test_same_idempotency_key_in_two_tenants_at_once_stays_apart(
     assert texts == ["echo: I am tenant_a", "echo: I am tenant_b"]
 
 
-@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
 async def test_raw_sse_with_curl(
     make_settings: Callable[..., Settings], fake_model: FakeModelServer
 ) -> None:

@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry
 
 from llm_bot import __version__
 from llm_bot.adapters.rabbit_topology import Topology
-from llm_bot.config import Settings
+from llm_bot.config import ConfigurationError, Settings
 from llm_bot.gateway.api_keys import ApiKeys
 from llm_bot.gateway.app import GatewaySettings, create_app
 from llm_bot.gateway.bus import GatewayBus
@@ -146,8 +146,6 @@ def build_gateway(
 async def run_gateway(settings: Settings) -> None:
     """``llm-bot gateway``: refuse to start without keys, then serve."""
     if not ApiKeys.parse(settings.gateway_keys):
-        from llm_bot.config import ConfigurationError  # noqa: PLC0415
-
         raise ConfigurationError(
             "invalid configuration: LLM_BOT_GATEWAY_KEYS: set at least one "
             "tenant=sha256:<digest> entry (make one with: llm-bot gateway hash-key)"

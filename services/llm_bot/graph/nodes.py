@@ -126,7 +126,7 @@ async def recall(state: GraphState, runtime: Runtime[GraphContext]) -> Command[s
     ctx = runtime.context
     event = state["event"]
     replying = state["route"] == "reply"
-    personas = ctx.persona_catalog()
+    personas = ctx.persona_catalog
     asked = personas.choose(event.persona) if event.persona is not None else None
     searching = ctx.retriever is not None and replying and (asked is None or asked.retrieval)
     query = ctx.retriever.prepare(event.text) if ctx.retriever and searching else None
@@ -318,7 +318,7 @@ async def call_model(state: GraphState, runtime: Runtime[GraphContext]) -> Updat
         cache_key=prompt_cache_key(key.tenant_id, key.user_id),
         tools=state.get("tools", ()),
         on_delta=_delta_sink(state["event"], ctx.replies),
-        **({"model": persona.model} if persona.model else {}),
+        model=persona.model,
     )
     log.info(
         "model.replied",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -73,7 +74,9 @@ class GraphContext:
     """``LLM_BOT_PERSONAS_PATH``'s personas; None: one persona from ``system_prompt`` and
     ``tools``."""
 
+    @functools.cached_property
     def persona_catalog(self) -> PersonaCatalog:
+        """The personas, built once per context (not per event) when none were given."""
         return self.personas or single_persona(self.system_prompt, self.tools)
 
 
