@@ -5,7 +5,8 @@ Nothing else in the package connects to anything or reads the environment.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 import openai
@@ -39,10 +40,12 @@ from llm_bot.ports import Embedder, RecallIndex
 from llm_bot.service.classifier import MessageClassifier
 from llm_bot.service.compactor import Compactor
 from llm_bot.service.erasure import Eraser
+from llm_bot.service.flow_expiry import FlowExpiry
+from llm_bot.service.flow_runner import FlowRunner
 from llm_bot.service.handler import DeliveryHandler, EventHandler
 from llm_bot.service.indexer import Indexer
 from llm_bot.service.memory_jobs import MemoryJobHandler
-from llm_bot.service.personas import load_personas
+from llm_bot.service.personas import PersonaCatalog, load_personas
 from llm_bot.service.retention_sweep import RetentionSweep
 from llm_bot.service.retriever import RetrievalSettings, Retriever
 from llm_bot.service.retry import RetryPolicy
@@ -117,6 +120,25 @@ def long_term_store(settings: Settings, client: aioredis.Redis) -> RedisLongTerm
         retention=RetentionPolicy(
             settings.ltm_max_items, settings.ltm_retention_days, settings.profile_retention_days
         ),
+    )
+
+
+def personas(settings: Settings) -> PersonaCatalog:
+    """The personas (and flows) of ``LLM_BOT_PERSONAS_PATH``, validated."""
+    tools = load_tool_catalog(settings.tools_path)
+    return load_personas(settings.personas_path, system_prompt=settings.system_prompt, tools=tools)
+
+
+def flow_runner(settings: Settings, catalog: PersonaCatalog, base: Foundation) -> FlowRunner | None:
+    """Runs the catalog's flows; None when it has none."""
+    if not catalog.flows:
+        return None
+    return FlowRunner(
+        flows=catalog.flows,
+        client=base.redis,
+        keys=RedisKeys(prefix=settings.redis_key_prefix),
+        ttl_seconds=settings.flow_ttl_seconds,
+        interpreter=base.model,
     )
 
 
@@ -322,7 +344,8 @@ def build_service(
     base = build_foundation(settings, tracer_provider=tracer_provider, registry=registry)
     store = memory_store(settings, base.redis)
     replies = RabbitReplies(metrics=base.metrics)
-    tools = load_tool_catalog(settings.tools_path)
+    catalog = personas(settings)
+    flows = flow_runner(settings, catalog, base)
     context = GraphContext(
         memory=store,
         model=base.model,
@@ -335,17 +358,16 @@ def build_service(
         budget=settings.context_budget(),
         counter=default_token_counter(),
         retriever=retriever(base),
-        tools=tools,
-        personas=load_personas(
-            settings.personas_path, system_prompt=settings.system_prompt, tools=tools
-        ),
+        tools=catalog.default.tools,
+        personas=catalog,
+        flows=flows,
         max_tool_rounds=settings.max_tool_rounds,
         tool_rounds=tool_round_schedule(settings, base.redis),
         tool_result_timeout_seconds=settings.tool_result_timeout_seconds,
         replies=replies,
     )
     handler = EventHandler(
-        graph=build_graph(),
+        graph=build_graph(flows=flows is not None),
         context=context,
         lease=conversation_lease(settings, base.redis),
         eraser=Eraser(store=store, ltm=long_term_store(settings, base.redis), index=base.index),
@@ -355,7 +377,7 @@ def build_service(
         metrics=base.metrics,
     )
     consumer = base.consumer(
-        topology=Topology.from_settings(settings),
+        topology=replace(Topology.from_settings(settings), flow_results=flows is not None),
         handler=handler,
         prefetch=settings.prefetch,
         replies=replies,
@@ -373,6 +395,15 @@ class Worker(_Running):
     indexer: Indexer | None
     retention: RetentionSweep
     tool_timeouts: ToolTimeouts
+    flow_expiry: FlowExpiry | None
+    """None when no persona runs a flow."""
+
+    def sweeps(self) -> tuple[Callable[[float], Awaitable[int]], ...]:
+        """What the worker's sweep runs after the idle conversations."""
+        sweeps = [self.retention.run_once, self.tool_timeouts.run_once]
+        if self.flow_expiry is not None:
+            sweeps.append(self.flow_expiry.run_once)
+        return tuple(sweeps)
 
 
 WORKER_PREFETCH = 8
@@ -426,8 +457,12 @@ def build_worker(
         metrics=base.metrics,
         clock=utc_now,
     )
+    catalog = personas(settings)
     consumer = base.consumer(
-        topology=Topology.from_settings(settings).for_memory_worker(),
+        topology=replace(
+            Topology.from_settings(settings).for_memory_worker(),
+            flow_results=bool(catalog.flows),
+        ),
         handler=handler,
         prefetch=min(settings.prefetch, WORKER_PREFETCH),
     )
@@ -438,6 +473,17 @@ def build_worker(
         publish=consumer.publish_event,
         metrics=base.metrics,
     )
+    flows = flow_runner(settings, catalog, base)
+    flow_expiry = (
+        FlowExpiry(
+            runner=flows,
+            lease=conversation_lease(settings, base.redis),
+            publish=consumer.publish_flow_result,
+            metrics=base.metrics,
+        )
+        if flows is not None
+        else None
+    )
     return Worker(
         base=base,
         progress=progress,
@@ -446,4 +492,5 @@ def build_worker(
         indexer=indexer,
         retention=retention,
         tool_timeouts=tool_timeouts,
+        flow_expiry=flow_expiry,
     )

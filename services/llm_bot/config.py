@@ -115,6 +115,7 @@ class Settings(BaseSettings):
     ltm_retention_days: int = Field(365, ge=1, validation_alias=_env("LLM_BOT_LTM_RETENTION_DAYS"))
     tools_path: Path | None = Field(None, validation_alias=_env("LLM_BOT_TOOLS_PATH"))
     personas_path: Path | None = Field(None, validation_alias=_env("LLM_BOT_PERSONAS_PATH"))
+    flow_ttl_seconds: int = Field(86_400, ge=1, validation_alias=_env("LLM_BOT_FLOW_TTL_SECONDS"))
     max_tool_rounds: int = Field(5, ge=1, le=50, validation_alias=_env("LLM_BOT_MAX_TOOL_ROUNDS"))
     tool_result_timeout_seconds: float = Field(
         120, gt=0, validation_alias=_env("LLM_BOT_TOOL_RESULT_TIMEOUT_SECONDS")
@@ -187,6 +188,14 @@ class Settings(BaseSettings):
         "internal.llmbot.error.v1", min_length=1, validation_alias=_env("LLM_BOT_ERROR_ROUTING_KEY")
     )
     dlx: str = Field("internal.dlx", min_length=1, validation_alias=_env("LLM_BOT_DLX"))
+    flow_result_routing_key: str = Field(
+        "internal.flow.result.v1",
+        min_length=1,
+        validation_alias=_env("LLM_BOT_FLOW_RESULT_ROUTING_KEY"),
+    )
+    flow_result_queue: str = Field(
+        "llm-bot.flow.result.v1", min_length=1, validation_alias=_env("LLM_BOT_FLOW_RESULT_QUEUE")
+    )
     memory_routing_key: str = Field(
         "internal.memory.v1", min_length=1, validation_alias=_env("LLM_BOT_MEMORY_ROUTING_KEY")
     )

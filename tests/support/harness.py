@@ -9,7 +9,7 @@ import json
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import aio_pika
@@ -50,6 +50,8 @@ def settings_for_test(urls: ServiceUrls, model_base_url: str, **overrides: Any) 
         "memory_routing_key": f"internal.memory.t{suffix}.v1",
         "memory_queue": f"llm-bot.test.{suffix}.memory",
         "memory_dlq": f"llm-bot.test.{suffix}.memory.dlq",
+        "flow_result_routing_key": f"internal.flow.result.t{suffix}.v1",
+        "flow_result_queue": f"llm-bot.test.{suffix}.flow.result",
         "prefetch": 8,
         "shutdown_grace_seconds": 5,
     }
@@ -117,6 +119,27 @@ class Integrator:
                     continue
                 await message.ack()
                 found.append(message)
+        return found
+
+    async def flow_results(
+        self, expected: int, within: float = 15.0, *, settle: float = 0.3
+    ) -> list[dict[str, Any]]:
+        """Wait until the flow results queue has given ``expected`` results; return (and
+        ack) them, after ``settle`` seconds more to catch any extra."""
+        queue = await self.channel.declare_queue(self.settings.flow_result_queue, passive=True)
+        found: list[dict[str, Any]] = []
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        settled: float | None = None
+        while loop.time() < deadline and (settled is None or loop.time() < settled):
+            message = await queue.get(fail=False)
+            if message is None:
+                await asyncio.sleep(0.05)
+                continue
+            await message.ack()
+            found.append(json.loads(message.body))
+            if len(found) >= expected and settled is None:
+                settled = loop.time() + settle
         return found
 
     async def wait_for_consumers(self, count: int = 1, within: float = 30.0) -> None:
@@ -190,7 +213,8 @@ async def integrator(settings: Settings, *, durable: bool = False) -> AsyncItera
     finally:
         with contextlib.suppress(Exception):
             cleanup = await connection.channel()
-            for queue in Topology.from_settings(settings).queues():
+            topology = replace(Topology.from_settings(settings), flow_results=True)
+            for queue in topology.queues():
                 await cleanup.queue_delete(queue)
             for name in captured:
                 await cleanup.queue_delete(name)

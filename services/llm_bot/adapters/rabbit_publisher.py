@@ -13,7 +13,7 @@ import aio_pika
 from aio_pika.abc import AbstractExchange, AbstractIncomingMessage
 from aio_pika.exceptions import AMQPError, DeliveryError, PublishError
 
-from llm_bot.contract import CandidateV1, ErrorV1, InternalEventV2, MemoryJobV1
+from llm_bot.contract import CandidateV1, ErrorV1, FlowResultV1, InternalEventV2, MemoryJobV1
 from llm_bot.errors import PublishFailed
 
 PUBLISH_TIMEOUT_SECONDS = 15.0
@@ -65,7 +65,9 @@ class RabbitPublisher:
         dead_letter_routing_key: str,
         memory_routing_key: str,
         events_routing_key: str = "",
+        flow_result_routing_key: str = "internal.flow.result.v1",
     ) -> None:
+        self._flow_result_rk = flow_result_routing_key
         self._memory_rk = memory_routing_key
         self._events_rk = events_routing_key
         self._exchange = exchange
@@ -87,6 +89,17 @@ class RabbitPublisher:
             headers=headers,
         )
         await self._confirmed(self._exchange, message, self._candidate_rk, mandatory=mandatory)
+
+    async def publish_flow_result(self, result: FlowResultV1) -> None:
+        """Mandatory: the service declares a queue for results (``llm-bot.flow.result.v1``)
+        when flows are configured, so a result waits for its reader instead of vanishing."""
+        message = _json_message(
+            result.model_dump_json(by_alias=True).encode(),
+            message_id=result.id,
+            correlation_id=result.conversation_id,
+            headers={},
+        )
+        await self._confirmed(self._exchange, message, self._flow_result_rk, mandatory=True)
 
     async def publish_memory_job(self, job: MemoryJobV1) -> None:
         message = _json_message(

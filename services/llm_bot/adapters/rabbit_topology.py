@@ -31,6 +31,11 @@ class Topology:
     memory_queue: str = "llm-bot.memory.v1"
     memory_dlq: str = "llm-bot.memory.v1.dlq"
     delivery_limit: int = 20
+    flow_result_routing_key: str = "internal.flow.result.v1"
+    flow_result_queue: str = "llm-bot.flow.result.v1"
+    flow_results: bool = False
+    """Some persona runs a flow: declare ``flow_result_queue`` (bound to the results'
+    routing key) so a result waits there for its reader."""
     events_routing_key: str = ""
     """Where events for the service go ("": ``ingress_routing_key``; the memory worker's
     view keeps the service's here, for the tool results it publishes on timeout)."""
@@ -49,6 +54,8 @@ class Topology:
             memory_queue=settings.memory_queue,
             memory_dlq=settings.memory_dlq,
             delivery_limit=settings.delivery_limit,
+            flow_result_routing_key=settings.flow_result_routing_key,
+            flow_result_queue=settings.flow_result_queue,
         )
 
     def for_memory_worker(self) -> Topology:
@@ -67,7 +74,8 @@ class Topology:
 
     def queues(self) -> tuple[str, ...]:
         """Every queue this topology declares (for tear-down of demo and test deployments)."""
-        return (self.ingress_queue, self.dlq, self.memory_queue, self.memory_dlq)
+        results = (self.flow_result_queue,) if self.flow_results else ()
+        return (self.ingress_queue, self.dlq, self.memory_queue, self.memory_dlq, *results)
 
     def memory_topology_is_separate(self) -> bool:
         return self.memory_queue != self.ingress_queue
@@ -110,6 +118,11 @@ async def declare_topology(channel: AbstractChannel, topology: Topology) -> Decl
         # Declared by the consumer too, so memory jobs wait for a worker instead of being
         # returned as unroutable.
         await declare_queue_with_dlq(channel, exchange, dlx, topology.for_memory_worker())
+    if topology.flow_results:
+        results = await channel.declare_queue(
+            topology.flow_result_queue, durable=True, arguments={"x-queue-type": "quorum"}
+        )
+        await results.bind(exchange, routing_key=topology.flow_result_routing_key)
     return DeclaredTopology(exchange=exchange, dlx=dlx, ingress=ingress, dlq=dlq)
 
 

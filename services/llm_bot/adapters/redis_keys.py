@@ -69,6 +69,10 @@ class RedisKeys:
         """The conversation's processing lease (one holder at a time, across processes)."""
         return f"{self.user_scope(key.tenant_id, key.user_id)}:lease:{self._conv(key)}"
 
+    def flow(self, key: ConversationKey) -> str:
+        """Hash of the checkpoints of the conversation's flow (``redis_checkpointer.py``)."""
+        return f"{self.user_scope(key.tenant_id, key.user_id)}:flow:{self._conv(key)}"
+
     def processed_event(self, key: ConversationKey, event_id: str) -> str:
         scope = self.user_scope(key.tenant_id, key.user_id)
         return f"{scope}:evt:{_checked(event_id, 'event_id')}"
@@ -127,11 +131,21 @@ class RedisKeys:
         worker. Outside any user's scope, like ``activity``; erasure removes the members."""
         return f"{self.prefix}:tool_rounds"
 
+    def flows(self) -> str:
+        """Sorted set of conversations with a flow running (member
+        ``tenant|user|conversation``) by when it expires, swept by the memory worker.
+        Outside any user's scope, like ``activity``; erasure removes the members."""
+        return f"{self.prefix}:flows"
+
     def retention_schedule(self) -> str:
         """Sorted set of users (member ``tenant|user``) by when their oldest long-term item
         ages out: the worker's sweep applies retention to users who are due, active or
         not. Outside any user's scope, like ``activity``; erasure removes the member."""
         return f"{self.prefix}:retention"
+
+    def conversation_schedules(self) -> tuple[str, ...]:
+        """The sorted sets outside users' scopes whose members are conversations."""
+        return (self.activity(), self.tool_rounds(), self.flows())
 
     def conversation_keys(self, key: ConversationKey) -> tuple[str, ...]:
         """The keys holding one conversation's memory (not its dedupe records)."""

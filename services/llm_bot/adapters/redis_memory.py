@@ -175,10 +175,11 @@ class RedisMemoryStore:
             events = {m.event_id for m in await self.raw_trace(key) if m.event_id}
             names = (
                 *self._keys.conversation_keys(key),
+                self._keys.flow(key),
                 *(self._keys.processed_event(key, event_id) for event_id in sorted(events)),
             )
-            await self._redis.zrem(self._keys.activity(), activity_member(key))
-            await self._redis.zrem(self._keys.tool_rounds(), activity_member(key))
+            for schedule in self._keys.conversation_schedules():
+                await self._redis.zrem(schedule, activity_member(key))
             deleted = int(await self._redis.unlink(*names))
             await self._redis.zrem(self._keys.registry(key.tenant_id, key.user_id), *names)
             return deleted
@@ -197,6 +198,7 @@ class RedisMemoryStore:
                 *self._keys.fixed_user_keys(tenant_id, user_id),
                 *names,
                 *(self._keys.lease(key) for key in conversations),
+                *(self._keys.flow(key) for key in conversations),
             ]
             deleted = 0
             for start in range(0, len(doomed), 500):
@@ -205,8 +207,8 @@ class RedisMemoryStore:
             await self._redis.zrem(self._keys.retention_schedule(), user_member(tenant_id, user_id))
             if conversations:
                 members = [activity_member(key) for key in conversations]
-                await self._redis.zrem(self._keys.activity(), *members)
-                await self._redis.zrem(self._keys.tool_rounds(), *members)
+                for schedule in self._keys.conversation_schedules():
+                    await self._redis.zrem(schedule, *members)
             return deleted
 
     @asynccontextmanager

@@ -228,6 +228,40 @@ class ErrorV1(_Wire):
     created_at: datetime
 
 
+AnswerValue = int | bool | str | None
+
+
+class FlowAnswer(_Wire):
+    """One question's answer in a flow's result."""
+
+    question_id: Annotated[str, StringConstraints(min_length=1, max_length=128)] = Field(
+        description="The question's id; a follow-up's is ``<question id>.follow_up_<n>``."
+    )
+    value: AnswerValue = Field(
+        description="The answer as its type reads it (scale: integer, boolean, choice: the "
+        "option, text: the text); null when it was never given (retries used up, or the "
+        "flow ended first)."
+    )
+    raw: str | None = Field(description="What the user last wrote for it (null: not asked).")
+    attempts: int = Field(ge=0, description="How many replies it took (0: not asked).")
+
+
+class FlowResultV1(_Wire):
+    """The answers of a flow (SPEC 5.10), published to ``internal.flow.result.v1`` once the
+    flow completed, was exited or expired. ``id`` is stable: a republish carries the same."""
+
+    schema_: Literal["flow.result.v1"] = Field("flow.result.v1", alias="schema")
+    id: Annotated[str, StringConstraints(pattern=r"^flow_")]
+    flow: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    tenant_id: Identifier
+    user_id: Identifier
+    conversation_id: Identifier
+    status: Literal["completed", "exited", "expired"]
+    answers: list[FlowAnswer]
+    started_at: datetime
+    finished_at: datetime
+
+
 class MemoryJobV1(_Wire):
     """Background work for the memory worker, published to the memory-jobs routing key.
 
@@ -279,5 +313,15 @@ def candidate_id(tenant_id: str, user_id: str, event_id: str) -> str:
     share an id and a subscriber deduplicating by id would drop one tenant's reply. The
     event id stays readable in front; ids cannot contain the separator (0x1f) hashed
     between tenant and user, so two pairs never hash the same input."""
+    return _scoped_id("cand", tenant_id, user_id, event_id)
+
+
+def flow_result_id(tenant_id: str, user_id: str, event_id: str) -> str:
+    """The FlowResultV1 id of the flow started by an event: ``flow_<event id>.<16 hex>``,
+    scoped to tenant and user like :func:`candidate_id`."""
+    return _scoped_id("flow", tenant_id, user_id, event_id)
+
+
+def _scoped_id(prefix: str, tenant_id: str, user_id: str, event_id: str) -> str:
     scope = hashlib.sha256(f"{tenant_id}\x1f{user_id}".encode()).hexdigest()[:16]
-    return f"cand_{event_id}.{scope}"
+    return f"{prefix}_{event_id}.{scope}"

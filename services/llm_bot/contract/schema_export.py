@@ -12,6 +12,7 @@ from llm_bot.contract.messages import (
     CandidateDeltaV1,
     CandidateV1,
     ErrorV1,
+    FlowResultV1,
     InternalEventV2,
     MemoryJobV1,
 )
@@ -22,6 +23,7 @@ SCHEMA_FILES: dict[str, type[BaseModel]] = {
     "candidate.delta.v1.schema.json": CandidateDeltaV1,
     "llmbot.error.v1.schema.json": ErrorV1,
     "llmbot.memory_job.v1.schema.json": MemoryJobV1,
+    "flow.result.v1.schema.json": FlowResultV1,
 }
 
 

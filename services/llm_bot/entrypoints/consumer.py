@@ -30,7 +30,7 @@ from llm_bot.adapters.amqp_text import envelope_fault, undecodable
 from llm_bot.adapters.rabbit_publisher import RabbitPublisher
 from llm_bot.adapters.rabbit_replies import RabbitReplies
 from llm_bot.adapters.rabbit_topology import Topology, declare_topology
-from llm_bot.contract import CandidateV1, InternalEventV2, MemoryJobV1
+from llm_bot.contract import CandidateV1, FlowResultV1, InternalEventV2, MemoryJobV1
 from llm_bot.entrypoints.startup import DependencyUnavailable, connect_amqp_robust
 from llm_bot.errors import PublishFailed
 from llm_bot.service.broker_actions import (
@@ -38,6 +38,7 @@ from llm_bot.service.broker_actions import (
     CopyToDeadLetters,
     PublishCandidate,
     PublishError,
+    PublishFlowResult,
     PublishJob,
     broker_actions,
 )
@@ -94,6 +95,12 @@ class EventConsumer:
         for calls that timed out."""
         await self._with_publish_retries(lambda: self._require_publisher().publish_event(event))
 
+    async def publish_flow_result(self, result: FlowResultV1) -> None:
+        """Publish a flow's result (confirmed): the worker's expired flows."""
+        await self._with_publish_retries(
+            lambda: self._require_publisher().publish_flow_result(result)
+        )
+
     def readiness(self) -> str | None:
         """None when connected and consuming, else why not (for ``/readyz``)."""
         if self._connection is None or self._consumer_tag is None:
@@ -130,6 +137,7 @@ class EventConsumer:
             dead_letter_routing_key=self._topology.ingress_routing_key,
             memory_routing_key=self._topology.memory_routing_key,
             events_routing_key=self._topology.service_routing_key(),
+            flow_result_routing_key=self._topology.flow_result_routing_key,
         )
         if self._replies is not None:  # best effort: its own channel, no confirms to wait for
             reply_channel = await self._connection.channel(publisher_confirms=False)
@@ -264,6 +272,8 @@ class EventConsumer:
                 await self._publish_candidate(
                     publisher, action.candidate, mandatory=reply_to is None
                 )
+            elif isinstance(action, PublishFlowResult):
+                await publisher.publish_flow_result(action.result)
             elif isinstance(action, PublishError):
                 headers: dict[str, object] = {}
                 inject_context(headers)

@@ -48,7 +48,7 @@ async def run_worker(settings: Settings) -> None:
                 interval_seconds=settings.sweep_interval_seconds,
                 stop=stop,
                 clock=time.time,
-                also=(worker.retention.run_once, worker.tool_timeouts.run_once),
+                also=worker.sweeps(),
             )
         )
         log.info("worker.ready", http_port=health.port)

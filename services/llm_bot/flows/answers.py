@@ -129,9 +129,10 @@ def read_text(text: str) -> Answer:
     return Answer(stripped) if stripped else NOT_ANSWERED
 
 
-def wants_to_exit(text: str) -> bool:
-    """Whether the reply asks to stop the questionnaire ("stop", "bye", "ไม่ทำแล้ว")."""
-    return _mentions(normalized(text), _EXIT)
+def wants_to_exit(text: str, extra: Sequence[str] = ()) -> bool:
+    """Whether the reply asks to stop the questionnaire ("stop", "bye", "ไม่ทำแล้ว"), or
+    says one of a flow's own ``extra`` exit intents."""
+    return _mentions(normalized(text), (*_EXIT, *extra))
 
 
 def _mentions(clean: str, phrases: Sequence[str]) -> bool:

@@ -19,6 +19,9 @@ when the personas file is loaded.
             options: [coffee, tea, water]
             text: What will you drink this morning?
         exit_intents: [enough for today]   # besides the built-in ones (stop, bye, ไม่ทำแล้ว)
+        intro: Time for a short check-in.  # optional, said before the first question
+        completed_text: Thanks, that's all.  # optional: said when every question is done
+        exited_text: Okay, let's stop here.  # optional: said when the user exits
 """
 
 from __future__ import annotations
@@ -86,6 +89,10 @@ class Question(_Strict):
 class Flow(_Strict):
     questions: list[Question] = Field(min_length=1, max_length=50)
     exit_intents: list[Prose] = Field(default_factory=list, max_length=50)
+    intro: Prose | None = None
+    """Said before the first question."""
+    completed_text: Prose = "Thank you, that's everything I wanted to ask."
+    exited_text: Prose = "All right, we'll stop here. Thank you for your time."
 
     @model_validator(mode="after")
     def _unique_ids(self) -> Flow:

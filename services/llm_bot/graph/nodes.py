@@ -23,11 +23,12 @@ from llm_bot.contract import (
     CandidateToolCall,
     CandidateUsage,
     CandidateV1,
+    FlowResultV1,
     MemoryJobV1,
 )
 from llm_bot.contract.messages import candidate_id, derived_id
 from llm_bot.graph.state import ChatEvent, GraphContext, GraphState, Route
-from llm_bot.memory.context import assemble_context
+from llm_bot.memory.context import AssembledContext, assemble_context
 from llm_bot.memory.messages import ChatMessage, ToolCall
 from llm_bot.memory.tool_rounds import ToolRound, closing_messages
 from llm_bot.memory.transcript import transcript_turns
@@ -39,7 +40,8 @@ from llm_bot.memory.working import (
     Recalled,
     WorkingMemory,
 )
-from llm_bot.ports import DeltaSink, ReplyChannel, ToolSpec
+from llm_bot.ports import DeltaSink, ModelReply, ReplyChannel, ToolSpec
+from llm_bot.service.flow_runner import FlowStart, FlowTurn
 from llm_bot.service.retriever import Retrieval
 
 log = structlog.get_logger(__name__)
@@ -50,6 +52,8 @@ Update = dict[str, Any]
 INGEST_NEXT = ("recall", END)
 ROUTES_WITHOUT_MODEL = ("tool", "transcript")
 RECALL_NEXT = ("call_model", "remember", END)
+SUPERVISOR_NEXT = ("ingest", "recall")
+FLOW_RECALL_NEXT = (*RECALL_NEXT, "flow")
 
 
 def _last_selection(recalled: Recalled) -> frozenset[str]:
@@ -64,6 +68,21 @@ def prompt_cache_key(tenant_id: str, user_id: str) -> str:
     the provider never learns tenant or user ids."""
     digest = hashlib.sha256(f"{tenant_id}|{user_id}".encode()).hexdigest()[:32]
     return f"llmbot-{digest}"
+
+
+async def supervisor(state: GraphState, runtime: Runtime[GraphContext]) -> Command[str]:
+    """Route a message to the persona's graph, without a model call (SPEC 5.10): to the
+    conversation's flow while one is running (or this very event ended it), or when the
+    message names a flow persona; everything else to the memory chat (``ingest``)."""
+    ctx = runtime.context
+    event = state["event"]
+    if ctx.flows is not None and event.type == "message" and event.text.strip():
+        asked = ctx.persona_catalog.choose(event.persona) if event.persona is not None else None
+        if (asked is not None and asked.flow is not None) or await ctx.flows.takes(
+            event.key, event.event_id
+        ):
+            return Command(update={"route": "flow"}, goto="recall")
+    return Command(goto="ingest")
 
 
 async def ingest(state: GraphState, runtime: Runtime[GraphContext]) -> Command[str]:
@@ -139,17 +158,7 @@ async def recall(state: GraphState, runtime: Runtime[GraphContext]) -> Command[s
     if recalled.processed is not None:
         if query is not None:
             query.cancel()
-        log.info("event.duplicate", turn=recalled.processed.turn)
-        update: Update = {"route": "duplicate", "recalled": recalled}
-        tokens = None
-        if recalled.processed.candidate_json:
-            candidate = CandidateV1.model_validate_json(recalled.processed.candidate_json)
-            update["candidate"] = candidate
-            tokens = candidate.usage.input_tokens
-        update["job"] = turn_job(event, recalled.processed.turn, tokens, ctx.clock())
-        # A crash between the commit and the schedule is repaired here, on redelivery.
-        await _schedule(ctx, event.key, None, recalled.memory.tool_round)
-        return Command(update=update, goto=END)
+        return await _duplicate(ctx, event, recalled, recalled.processed)
     persona = asked or personas.choose(None, recalled.memory.session.get("persona"))
     if query is not None and not persona.retrieval:
         query.cancel()
@@ -168,7 +177,7 @@ async def recall(state: GraphState, runtime: Runtime[GraphContext]) -> Command[s
         )
         return Command(update={"route": "tool_duplicate", "recalled": recalled}, goto=END)
     added = [*step.closing, *_numbered(event, recalled)]
-    update = {
+    update: Update = {
         "route": step.route,
         "recalled": recalled,
         "turn": added[-1].turn,
@@ -196,8 +205,31 @@ async def recall(state: GraphState, runtime: Runtime[GraphContext]) -> Command[s
         ctx.metrics.tool_rounds.labels("completed").inc()
     if step.closing:
         ctx.metrics.tool_rounds.labels("closed").inc()
-    done = step.route in ROUTES_WITHOUT_MODEL
-    return Command(update=update, goto="remember" if done else "call_model")
+    if step.route in ROUTES_WITHOUT_MODEL:
+        return Command(update=update, goto="remember")
+    return Command(update=update, goto="flow" if step.route == "flow" else "call_model")
+
+
+async def _duplicate(
+    ctx: GraphContext, event: ChatEvent, recalled: Recalled, processed: ProcessedEvent
+) -> Command[str]:
+    """An event processed before ends here: what it produced is republished, and the steps
+    after its commit that a crash may have cut short are done again."""
+    log.info("event.duplicate", turn=processed.turn)
+    update: Update = {"route": "duplicate", "recalled": recalled}
+    tokens = None
+    if processed.candidate_json:
+        candidate = CandidateV1.model_validate_json(processed.candidate_json)
+        update["candidate"] = candidate
+        tokens = candidate.usage.input_tokens
+    update["job"] = turn_job(event, processed.turn, tokens, ctx.clock())
+    await _schedule(ctx, event.key, None, recalled.memory.tool_round)
+    if processed.flow_result_json:
+        result = FlowResultV1.model_validate_json(processed.flow_result_json)
+        update["flow_turn"] = FlowTurn(result.flow, "", result)
+        if ctx.flows is not None:
+            await ctx.flows.finish(event.key, result.id)
+    return Command(update=update, goto=END)
 
 
 @dataclass(frozen=True)
@@ -224,9 +256,9 @@ def _tool_step(
     called again, with the turn's tools until ``max_rounds`` rounds were done); a result for
     a call already answered changes nothing; one for an unknown call is only recorded."""
     current = recalled.memory.tool_round
-    if route == "reply":
+    if route in ("reply", "flow"):
         if current is None or current.complete():
-            return ToolStep("reply", None, tools=offered)
+            return ToolStep(route, None, tools=offered)
         closing = closing_messages(
             current,
             event_id=event.event_id,
@@ -234,7 +266,7 @@ def _tool_step(
             created_at=event.created_at.isoformat(),
             reason="user_moved_on",
         )
-        return ToolStep("reply", None, tools=offered, closing=tuple(closing))
+        return ToolStep(route, None, tools=offered, closing=tuple(closing))
     if event.type != "tool.result" or event.tool is None:
         return ToolStep(route, current)
     call_id = event.tool.tool_call_id
@@ -351,6 +383,42 @@ def _delta_sink(event: ChatEvent, replies: ReplyChannel | None) -> DeltaSink | N
     return send
 
 
+async def flow(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
+    """Apply the message to the conversation's flow (start it, or resume it with the
+    reply); the flow's next question, or its closing words, is the reply. No model call,
+    unless an ambiguous answer needs the model's reading."""
+    ctx = runtime.context
+    event, recalled = state["event"], state["recalled"]
+    assert ctx.flows is not None  # noqa: S101  # the route exists only with flows
+    asked = ctx.persona_catalog.choose(event.persona) if event.persona is not None else None
+    start = FlowStart(asked.flow, asked.name) if asked is not None and asked.flow else None
+    turn = await ctx.flows.turn(
+        event.key,
+        event_id=event.event_id,
+        text=event.text,
+        now=ctx.clock(),
+        start=start,
+        erasure=recalled.erasure,
+    )
+    send = _delta_sink(event, ctx.replies)
+    if send is not None:
+        await send(turn.text)
+    if turn.result is not None:
+        ctx.metrics.flow_results.labels(turn.result.status).inc()
+    log.info("flow.replied", flow=turn.flow, ended=turn.result.status if turn.result else None)
+    reply = ModelReply(text=turn.text, model=f"flow:{turn.flow}", input_tokens=0, output_tokens=0)
+    no_prompt = AssembledContext(
+        messages=[],
+        tokens=0,
+        budget=ctx.budget.input_budget,
+        over_budget=False,
+        long_term_items=0,
+        summary_included=False,
+        dropped={},
+    )
+    return {"flow_turn": turn, "reply": reply, "context": no_prompt}
+
+
 async def build_candidate(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
     """CandidateV1 from the assistant reply, and the reply appended to the window."""
     ctx = runtime.context
@@ -436,7 +504,7 @@ async def remember(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
     if event.lang:
         session["language"] = event.lang
     persona = state.get("persona")
-    if persona is not None and event.type == "message":
+    if persona is not None and event.type == "message" and state["route"] != "flow":
         session["persona"] = persona.name  # tool results and later messages continue it
     retrieval = state.get("retrieval")
     memory = WorkingMemory(
@@ -449,10 +517,13 @@ async def remember(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
         tool_round=state.get("tool_round", recalled.memory.tool_round),
     )
     candidate = state.get("candidate")
+    flow_turn = state.get("flow_turn")
+    ended = flow_turn.result if flow_turn is not None else None
     processed = ProcessedEvent(
         event_id=event.event_id,
         turn=state["turn"],
         candidate_json=candidate.model_dump_json(by_alias=True) if candidate else None,
+        flow_result_json=ended.model_dump_json(by_alias=True) if ended else None,
     )
     version = await ctx.memory.commit(
         MemoryCommit(
@@ -467,6 +538,8 @@ async def remember(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
         )
     )
     await _schedule(ctx, event.key, recalled.memory.tool_round, memory.tool_round)
+    if ended is not None and ctx.flows is not None:  # only now that the turn is committed
+        await ctx.flows.finish(event.key, ended.id)
     log.info(
         "memory.committed",
         turn=state["turn"],

@@ -18,6 +18,7 @@ from llm_bot.memory.tool_rounds import ToolRound
 from llm_bot.memory.window import WindowBounds, bounded_messages
 from llm_bot.memory.working import ConversationKey, Recalled
 from llm_bot.ports import ChatModel, MemoryStore, ModelReply, ReplyChannel, ToolSpec
+from llm_bot.service.flow_runner import FlowRunner, FlowTurn
 from llm_bot.service.personas import Persona, PersonaCatalog, single_persona
 from llm_bot.service.retriever import Retrieval, Retriever
 from llm_bot.service.tool_catalog import ToolCatalog
@@ -74,6 +75,10 @@ class GraphContext:
     """``LLM_BOT_PERSONAS_PATH``'s personas; None: one persona from ``system_prompt`` and
     ``tools``."""
 
+    flows: FlowRunner | None = None
+    """Runs the personas' flows; None when no persona has one (the graph has no
+    ``supervisor`` then: every event goes to the memory chat)."""
+
     @functools.cached_property
     def persona_catalog(self) -> PersonaCatalog:
         """The personas, built once per context (not per event) when none were given."""
@@ -86,8 +91,11 @@ class ToolRoundScheduler(Protocol):
     async def unschedule(self, key: ConversationKey) -> None: ...
 
 
-Route = Literal["skip", "duplicate", "tool", "tool_duplicate", "transcript", "reply", "continue"]
-"""``continue``: a tool result completed its round, the model is called again."""
+Route = Literal[
+    "skip", "duplicate", "tool", "tool_duplicate", "transcript", "reply", "continue", "flow"
+]
+"""``continue``: a tool result completed its round, the model is called again; ``flow``:
+the message goes to the conversation's flow (chosen by ``supervisor``)."""
 
 
 class GraphState(TypedDict, total=False):
@@ -113,3 +121,5 @@ class GraphState(TypedDict, total=False):
     """The open round after this event (written to working memory by ``remember``)."""
     persona: Persona
     """How this event is answered (chosen in ``recall``)."""
+    flow_turn: FlowTurn
+    """What the message did to the conversation's flow (route ``flow``)."""

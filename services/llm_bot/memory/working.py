@@ -49,6 +49,8 @@ class ProcessedEvent(BaseModel):
     event_id: str
     turn: int
     candidate_json: str | None = None
+    flow_result_json: str | None = None
+    """The FlowResultV1 of the flow this event ended, if it ended one."""
 
 
 @dataclass(frozen=True)

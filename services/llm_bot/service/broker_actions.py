@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import assert_never
 
-from llm_bot.contract import CandidateV1, ErrorV1, MemoryJobV1
+from llm_bot.contract import CandidateV1, ErrorV1, FlowResultV1, MemoryJobV1
 from llm_bot.service.outcomes import (
     DeadLetter,
     Duplicate,
@@ -24,6 +24,13 @@ from llm_bot.service.outcomes import (
 @dataclass(frozen=True)
 class PublishCandidate:
     candidate: CandidateV1
+
+
+@dataclass(frozen=True)
+class PublishFlowResult:
+    """A flow's result (the flow ended with this event), after its candidate."""
+
+    result: FlowResultV1
 
 
 @dataclass(frozen=True)
@@ -47,7 +54,7 @@ class PublishJob:
     job: MemoryJobV1
 
 
-BrokerAction = PublishCandidate | PublishError | CopyToDeadLetters | PublishJob
+BrokerAction = PublishCandidate | PublishFlowResult | PublishError | CopyToDeadLetters | PublishJob
 
 
 def broker_actions(outcome: Outcome) -> list[BrokerAction]:
@@ -67,6 +74,9 @@ def broker_actions(outcome: Outcome) -> list[BrokerAction]:
         pass
     else:
         assert_never(outcome)
+    flow_result = getattr(outcome, "flow_result", None)
+    if flow_result is not None:  # republished verbatim on a redelivery, like the candidate
+        actions.append(PublishFlowResult(flow_result))
     job = getattr(outcome, "job", None)
     if job is not None:
         actions.append(PublishJob(job))

@@ -194,8 +194,10 @@ class EventHandler:
         route = state["route"]
         if route == "skip":
             return Skipped("no prompt text")
+        flow_turn = state.get("flow_turn")
+        flow_result = flow_turn.result if flow_turn is not None else None
         if route == "duplicate":
-            return Duplicate(state.get("candidate"), job=state.get("job"))
+            return Duplicate(state.get("candidate"), job=state.get("job"), flow_result=flow_result)
         if route == "tool":
             return Recorded(f"{command.type} recorded in turn {state['turn']}")
         if route == "tool_duplicate":
@@ -206,7 +208,7 @@ class EventHandler:
                 f"{state['turn']}",
                 job=state.get("job"),
             )
-        return Replied(state["candidate"], job=state.get("job"))
+        return Replied(state["candidate"], job=state.get("job"), flow_result=flow_result)
 
 
 def first_attempt(delivery: Delivery) -> int:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
-from llm_bot.contract import CandidateV1, ErrorCode, ErrorV1, MemoryJobV1
+from llm_bot.contract import CandidateV1, ErrorCode, ErrorV1, FlowResultV1, MemoryJobV1
 from llm_bot.errors import LlmBotError
 
 OutcomeName = Literal["ok", "skip", "duplicate", "retried", "dead_lettered"]
@@ -31,6 +31,8 @@ class Replied:
 
     candidate: CandidateV1
     job: MemoryJobV1 | None = None
+    flow_result: FlowResultV1 | None = None
+    """The result of the flow this message ended: published after the candidate."""
     name: OutcomeName = "ok"
 
 
@@ -57,6 +59,7 @@ class Duplicate:
 
     candidate: CandidateV1 | None
     job: MemoryJobV1 | None = None
+    flow_result: FlowResultV1 | None = None
     name: OutcomeName = "duplicate"
 
 

@@ -13,11 +13,22 @@ The file is YAML or JSON (by its suffix: ``.json`` is JSON, anything else YAML):
         system_prompt: You answer questions about orders, briefly.
         model: gpt-4o-mini        # default: OPENAI_MODEL
         tools: [...]              # OpenAI function definitions; default: LLM_BOT_TOOLS_PATH's
+      checkin:
+        flow: checkin             # a flow persona: a message naming it starts the flow
+    flows:                        # structured dialogues (see flows/definitions.py)
+      checkin:
+        questions: [...]
 
 Without a file, or for a persona left unset, the service behaves as configured by
 ``LLM_BOT_SYSTEM_PROMPT``, ``LLM_BOT_TOOLS_PATH`` and ``OPENAI_MODEL``: the persona named
 ``default``. A conversation keeps the persona its last message chose, so tool results and
 messages that name none continue with it.
+
+A persona with a ``flow`` runs that flow (SPEC 5.10): a message naming it starts the flow
+when none is running in the conversation; the conversation's next messages answer it,
+whatever persona they name, until it completes, is exited or expires; then the
+conversation carries on with the persona it had. The default persona cannot be a flow
+persona (every message would start a questionnaire).
 """
 
 from __future__ import annotations
@@ -32,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapte
 from llm_bot.config import ConfigurationError
 from llm_bot.contract.tools import MAX_TOOLS, ToolDefinition
 from llm_bot.errors import InvalidEvent
+from llm_bot.flows.definitions import Flow
 from llm_bot.service.config_files import config_file_error, load_config_file
 from llm_bot.service.tool_catalog import ToolCatalog
 
@@ -46,6 +58,7 @@ class _PersonaSpec(BaseModel):
     model: Annotated[str, StringConstraints(min_length=1, max_length=256)] | None = None
     retrieval: bool = True
     tools: list[ToolDefinition] | None = Field(None, max_length=MAX_TOOLS)
+    flow: PersonaName | None = None
 
 
 class _PersonasFile(BaseModel):
@@ -53,6 +66,7 @@ class _PersonasFile(BaseModel):
 
     default: PersonaName | None = None
     personas: dict[PersonaName, _PersonaSpec] = Field(min_length=1)
+    flows: dict[PersonaName, Flow] = Field(default_factory=dict)
 
 
 _FILE = TypeAdapter(_PersonasFile)
@@ -68,14 +82,17 @@ class Persona:
     """None: the service's ``OPENAI_MODEL``."""
     retrieval: bool = True
     tools: ToolCatalog = field(default_factory=ToolCatalog)
+    flow: str | None = None
+    """The flow this persona runs (a key of ``PersonaCatalog.flows``), or None (chat)."""
 
 
 @dataclass(frozen=True)
 class PersonaCatalog:
-    """The personas by name, and the one for events that name none."""
+    """The personas by name, the one for events that name none, and the flows."""
 
     default: Persona
     named: Mapping[str, Persona] = field(default_factory=dict)
+    flows: Mapping[str, Flow] = field(default_factory=dict)
 
     def choose(self, requested: str | None, remembered: str | None = None) -> Persona:
         """The persona an event asked for (``metadata.persona``), else the one its
@@ -126,7 +143,12 @@ def load_personas(path: Path | None, *, system_prompt: str, tools: ToolCatalog) 
             tools=tools
             if spec.tools is None
             else ToolCatalog(tuple(tool.for_chat() for tool in spec.tools)),
+            flow=spec.flow,
         )
+        if spec.flow is not None and spec.flow not in parsed.flows:
+            raise ConfigurationError(
+                f"{where}: personas.{name}.flow: {spec.flow!r} is not one of the flows"
+            )
     if parsed.default is not None and parsed.default not in personas:
         raise ConfigurationError(f"{where}: default: {parsed.default!r} is not one of the personas")
     if parsed.default is not None:
@@ -135,4 +157,9 @@ def load_personas(path: Path | None, *, system_prompt: str, tools: ToolCatalog) 
         default = personas.pop(DEFAULT_PERSONA)
     else:
         default = single_persona(system_prompt, tools).default
-    return PersonaCatalog(default=default, named=personas)
+    if default.flow is not None:
+        raise ConfigurationError(
+            f"{where}: personas.{default.name}.flow: the default persona cannot run a flow "
+            "(every message naming no persona would start it)"
+        )
+    return PersonaCatalog(default=default, named=personas, flows=parsed.flows)

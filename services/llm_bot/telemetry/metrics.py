@@ -85,6 +85,13 @@ class Metrics:
             ["result"],
             registry=registry,
         )
+        self.flow_results = Counter(
+            "llmbot_flow_results",
+            "Flows that ended, by status: completed, exited (the user stopped), expired "
+            "(no reply within LLM_BOT_FLOW_TTL_SECONDS).",
+            ["status"],
+            registry=registry,
+        )
         self.ltm_evictions = Counter(
             "llmbot_ltm_evictions",
             "Long-term items removed by the retention sweep (age or count), by kind.",

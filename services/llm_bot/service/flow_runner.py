@@ -1,0 +1,271 @@
+"""Runs a conversation's flow (SPEC 5.10) on the flow graph, checkpointed in Redis under
+the user's hash tag (``RedisKeys.flow``), with its expiry scheduled for the worker's sweep.
+
+Called under the conversation's lease, so one reply at a time advances a flow. What makes a
+crash anywhere harmless:
+
+- a reply is applied once: the flow remembers the event that advanced it last, and a
+  redelivery of that event (its memory commit did not happen) gets the same prompt back
+  without advancing again;
+- the checkpoint of an ended flow is deleted only after the turn that ended it was
+  committed (``finish``); a redelivery repairs a crash in between (``recall``'s duplicate
+  path calls ``finish`` again), and ``finish`` deletes only the flow it was asked to;
+- an erasure that began while the reply was applied wins: the write is checked against
+  the user's erasure mark afterwards and removed (the commit would be refused anyway).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, cast
+
+import redis.asyncio as aioredis
+import structlog
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import Command
+
+from llm_bot.adapters.redis_checkpointer import RedisCheckpointSaver
+from llm_bot.adapters.redis_erasure import generation
+from llm_bot.adapters.redis_errors import redis_failures_retryable
+from llm_bot.adapters.redis_keys import RedisKeys, activity_member, parse_activity_member
+from llm_bot.adapters.redis_progress import ZREM_IF_DUE
+from llm_bot.contract import FlowResultV1
+from llm_bot.contract.messages import flow_result_id
+from llm_bot.errors import ErasedMeanwhile, LlmBotError
+from llm_bot.flows.answers import NOT_ANSWERED, Answer
+from llm_bot.flows.definitions import Flow, Question
+from llm_bot.flows.flow_graph import build_flow_graph
+from llm_bot.flows.progress import FlowState, flow_result, opening, valid_value
+from llm_bot.memory.working import ConversationKey
+from llm_bot.ports import StructuredModel
+
+log = structlog.get_logger(__name__)
+
+FLOW_CHECKPOINT_GRACE_SECONDS = 86_400
+"""How long a flow's checkpoint outlives its expiry, for the sweep to report it: a flow
+whose worker never came is still dropped by Redis in the end."""
+
+INTERPRETER_INSTRUCTIONS = (
+    "You read a person's reply to one question of a questionnaire. Answer with JSON: "
+    '{"value": <the answer>} where the answer has the type the question asks for, or '
+    '{"value": null} when the reply does not clearly answer the question. Never guess.'
+)
+
+
+@dataclass(frozen=True)
+class FlowStart:
+    """The flow a message asks for, when none is running."""
+
+    flow: str
+    persona: str
+
+
+@dataclass(frozen=True)
+class FlowTurn:
+    """What one reply did to a flow: the bot's next words, and the result if it ended."""
+
+    flow: str
+    text: str
+    result: FlowResultV1 | None = None
+
+
+@redis_failures_retryable
+class FlowRunner:
+    """Starts, advances, finishes and expires conversations' flows."""
+
+    def __init__(
+        self,
+        *,
+        flows: Mapping[str, Flow],
+        client: aioredis.Redis,
+        keys: RedisKeys,
+        ttl_seconds: int,
+        interpreter: StructuredModel | None = None,
+    ) -> None:
+        self._flows = flows
+        self._redis = client
+        self._keys = keys
+        self._ttl = ttl_seconds
+        self._interpreter = interpreter
+        self._saver = RedisCheckpointSaver(
+            client,
+            thread_key=lambda thread: keys.flow(parse_activity_member(thread)),
+            ttl_seconds=ttl_seconds + FLOW_CHECKPOINT_GRACE_SECONDS,
+        )
+        self._graph = build_flow_graph(
+            flows, self._saver, self._interpret if interpreter is not None else None
+        )
+        self._drop_due = client.register_script(ZREM_IF_DUE)
+
+    async def state(self, key: ConversationKey) -> FlowState | None:
+        """The conversation's flow as last checkpointed (running or just ended), or None."""
+        snapshot = await self._graph.aget_state(_config(key))
+        return cast("FlowState", snapshot.values) if snapshot.values else None
+
+    async def takes(self, key: ConversationKey, event_id: str) -> bool:
+        """Whether a message goes to the conversation's flow: one is running, or this
+        very event ended it (a redelivery)."""
+        state = await self.state(key)
+        return state is not None and (
+            state["status"] == "running" or state["last_event"] == event_id
+        )
+
+    async def turn(
+        self,
+        key: ConversationKey,
+        *,
+        event_id: str,
+        text: str,
+        now: datetime,
+        start: FlowStart | None,
+        erasure: str,
+    ) -> FlowTurn:
+        """Apply a message to the conversation's flow: resume the running one with it, or
+        start ``start``'s flow (its first question is the reply; the message is not an
+        answer). ``erasure``: the user's erasure generation as ``recall`` read it."""
+        state = await self.state(key)
+        at = now.isoformat()
+        if state is not None and state["last_event"] == event_id:
+            after = state  # a redelivery: applied already
+        elif state is not None and state["status"] == "running":
+            resumed = {"event_id": event_id, "text": text, "at": at}
+            values = await self._graph.ainvoke(Command(resume=resumed), _config(key))
+            after = _state_of(values)
+        elif start is not None:
+            if state is not None:  # an ended flow whose finish was cut short
+                await self._saver.adelete_thread(activity_member(key))
+            after = opening(
+                self._flows[start.flow],
+                flow_id=flow_result_id(key.tenant_id, key.user_id, event_id),
+                name=start.flow,
+                persona=start.persona,
+                event_id=event_id,
+                at=at,
+            )
+            await self._graph.ainvoke(after, _config(key))
+        else:
+            raise LookupError("no flow is running and none was asked for")
+        await self._refuse_if_erased(key, erasure)
+        if after["status"] == "running":
+            deadline = datetime.fromisoformat(after["updated_at"]).timestamp() + self._ttl
+            await self._redis.zadd(self._keys.flows(), {activity_member(key): deadline})
+            return FlowTurn(after["flow"], after["prompt"])
+        finished_at = datetime.fromisoformat(after["updated_at"])
+        status: Literal["completed", "exited"] = (
+            "completed" if after["status"] == "completed" else "exited"
+        )
+        result = flow_result(
+            self._flows[after["flow"]], after, key, status=status, finished_at=finished_at
+        )
+        return FlowTurn(after["flow"], after["prompt"], result)
+
+    async def finish(self, key: ConversationKey, flow_id: str) -> None:
+        """Delete the checkpoint of the flow ``flow_id`` (not of a newer flow) and its
+        expiry entry. Safe to repeat."""
+        state = await self.state(key)
+        if state is None or state["id"] == flow_id:
+            await self._saver.adelete_thread(activity_member(key))
+            await self._redis.zrem(self._keys.flows(), activity_member(key))
+
+    async def expired(self, key: ConversationKey, now: datetime) -> FlowResultV1 | None:
+        """The ``expired`` result of the conversation's flow if it has been waiting for a
+        reply longer than the TTL by ``now`` (then publish it and ``finish``); else None,
+        and the expiry entry is put right (dropped, or moved to the flow's real expiry)."""
+        state = await self.state(key)
+        member = activity_member(key)
+        if state is None or state["status"] != "running":
+            await self._drop_due(keys=[self._keys.flows()], args=[member, now.timestamp()])
+            return None
+        deadline = datetime.fromisoformat(state["updated_at"]).timestamp() + self._ttl
+        if deadline > now.timestamp():
+            await self._redis.zadd(self._keys.flows(), {member: deadline})
+            return None
+        flow = self._flows.get(state["flow"])
+        if flow is None:  # the flow left the personas file: nothing to report against
+            log.warning("flow.unknown_on_expiry", flow=state["flow"])
+            await self.finish(key, state["id"])
+            return None
+        return flow_result(flow, state, key, status="expired", finished_at=now)
+
+    async def due(self, now: float, limit: int = 100) -> list[ConversationKey]:
+        """Conversations whose flow expires by ``now``."""
+        members = cast(
+            "list[bytes]",
+            await self._redis.zrangebyscore(self._keys.flows(), "-inf", now, start=0, num=limit),
+        )
+        return [parse_activity_member(member.decode()) for member in members]
+
+    async def _refuse_if_erased(self, key: ConversationKey, erasure: str) -> None:
+        mark = await self._redis.hgetall(self._keys.erasure(key.tenant_id, key.user_id))
+        try:
+            unchanged = generation(mark) == erasure
+        except ErasedMeanwhile:
+            unchanged = False
+        if not unchanged:
+            await self._saver.adelete_thread(activity_member(key))
+            raise ErasedMeanwhile("the user's memory was erased while the flow advanced")
+
+    async def _interpret(self, question: Question, text: str) -> Answer:
+        """The model's structured reading of an ambiguous reply, checked like any answer;
+        a model failure or an invalid value is no answer (the question is asked again)."""
+        assert self._interpreter is not None  # noqa: S101  # only wired with one
+        try:
+            reply = await self._interpreter.complete_json(
+                [
+                    {"role": "system", "content": INTERPRETER_INSTRUCTIONS},
+                    {"role": "user", "content": _interpretation_request(question, text)},
+                ],
+                schema_name="flow_answer",
+                schema=_answer_schema(question),
+            )
+        except LlmBotError as exc:
+            log.info("flow.interpretation_failed", reason=exc.code)
+            return NOT_ANSWERED
+        value = _json_value(reply.text)
+        checked = valid_value(question, value)
+        return Answer(checked) if checked is not None else NOT_ANSWERED
+
+
+def _config(key: ConversationKey) -> RunnableConfig:
+    return {"configurable": {"thread_id": activity_member(key)}}
+
+
+def _state_of(values: Mapping[str, Any]) -> FlowState:
+    return cast("FlowState", {k: v for k, v in values.items() if not k.startswith("__")})
+
+
+def _interpretation_request(question: Question, text: str) -> str:
+    kinds = {
+        "scale": "an integer from 1 to 10",
+        "boolean": "true or false",
+        "choice": f"exactly one of {question.options}",
+        "text": "a short text",
+    }
+    return f"Question: {question.text}\nExpected: {kinds[question.type]}\nReply: {text}"
+
+
+def _answer_schema(question: Question) -> dict[str, Any]:
+    kinds: dict[str, dict[str, Any]] = {
+        "scale": {"type": ["integer", "null"], "minimum": 1, "maximum": 10},
+        "boolean": {"type": ["boolean", "null"]},
+        "choice": {"enum": [*(question.options or []), None]},
+        "text": {"type": ["string", "null"]},
+    }
+    value = kinds[question.type]
+    return {
+        "type": "object",
+        "properties": {"value": value},
+        "required": ["value"],
+        "additionalProperties": False,
+    }
+
+
+def _json_value(text: str) -> object:
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return None
+    return parsed.get("value") if isinstance(parsed, dict) else None

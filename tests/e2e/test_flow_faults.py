@@ -1,0 +1,85 @@
+"""A flow survives a kill -9 of the consumer applying an answer: another replica picks
+the redelivered answer up at the same question, and the result comes out once."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from llm_bot.config import Settings
+from llm_bot.fake_model import FakeModelServer
+from llm_bot.memory.working import ConversationKey
+from tests.integration.test_flows import PERSONAS
+from tests.support.checks import assert_memory_turns_exactly_once, dlq_depth
+from tests.support.events import conversation_event, new_id
+from tests.support.harness import Integrator, integrator
+from tests.support.processes import ConsumerProcess
+
+pytestmark = [pytest.mark.e2e, pytest.mark.fault]
+
+
+async def _replica(settings: Settings, log: Path) -> ConsumerProcess:
+    process = ConsumerProcess(settings, log_path=log)
+    await process.start()
+    await process.wait_ready()
+    return process
+
+
+async def _say(client: Integrator, key: ConversationKey, text: str, **metadata: str) -> str:
+    event = conversation_event(key, text, metadata=metadata)
+    await client.publish(event)
+    return str(event["id"])
+
+
+async def test_kill_9_mid_answer_resumes_in_another_replica_at_the_same_question(
+    make_settings: Callable[..., Settings], fake_model: FakeModelServer, tmp_path: Path
+) -> None:
+    personas = tmp_path / "personas.yaml"
+    personas.write_text(PERSONAS, encoding="utf-8")
+    settings = make_settings(personas_path=str(personas), lease_seconds=2)
+    key = ConversationKey("tfk", new_id("u"), new_id("c"))
+    ids: list[str] = []
+    texts: list[str] = []
+    async with integrator(settings) as client:
+        first = await _replica(settings, tmp_path / "first.log")
+        try:
+            ids.append(await _say(client, key, "hi", persona="checkin"))
+            texts.append((await client.next_candidate(within=30)).body["text"])
+            ids.append(await _say(client, key, "9"))
+            texts.append((await client.next_candidate(within=30)).body["text"])
+            # An ambiguous answer: the replica asks the model (slow), and dies meanwhile.
+            fake_model.set_latency(1.5)
+            fake_model.script('{"value": true}', '{"value": true}')
+            ids.append(await _say(client, key, "yes and no, mostly yes"))
+            await asyncio.sleep(0.7)
+            first.kill()
+        finally:
+            await first.stop()
+        second = await _replica(settings, tmp_path / "second.log")
+        try:
+            texts.append((await client.next_candidate(within=60)).body["text"])
+            fake_model.set_latency(0)
+            ids.append(await _say(client, key, "water"))
+            texts.append((await client.next_candidate(within=30)).body["text"])
+            results = await client.flow_results(1, settle=1.0)
+            assert await dlq_depth(client) == 0
+        finally:
+            await second.stop()
+    assert texts == [
+        "Time for your check-in. How are you feeling today, from 1 to 10?",
+        "Did you sleep well?",
+        "What will you drink? (coffee, tea or water)",
+        "Thanks, check-in done.",
+    ]
+    # The first replica had asked the model when it died; the second asked again.
+    assert len(fake_model.chat_requests()) == 2
+    (result,) = results
+    assert [(a["question_id"], a["value"], a["attempts"]) for a in result["answers"]] == [
+        ("mood", 9, 1),
+        ("slept", True, 1),
+        ("drink", "water", 1),
+    ]
+    await assert_memory_turns_exactly_once(settings, key, ids)

@@ -1,0 +1,279 @@
+"""Durable flows through the broker (SPEC 5.10): a message naming a flow persona starts the
+questionnaire, the conversation's next messages answer it, and its FlowResultV1 is
+published once on completion, exit or expiry; the checkpoint is then gone."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from llm_bot.adapters.redis_keys import RedisKeys
+from llm_bot.config import Settings
+from llm_bot.fake_model import FakeModelServer
+from llm_bot.memory.working import ConversationKey
+from tests.support.events import conversation_event, message_event, new_id
+from tests.support.harness import Integrator, bot, running_worker
+
+pytestmark = pytest.mark.integration
+
+PERSONAS = """
+default: companion
+personas:
+  companion:
+    system_prompt: You are a warm companion.
+  checkin:
+    flow: checkin
+  survey:
+    flow: survey
+flows:
+  checkin:
+    intro: Time for your check-in.
+    questions:
+      - id: mood
+        type: scale
+        text: How are you feeling today, from 1 to 10?
+        retries: 1
+        follow_ups:
+          - text: What is weighing on you?
+            when: {at_most: 4}
+      - id: slept
+        type: boolean
+        text: Did you sleep well?
+      - id: drink
+        type: choice
+        text: What will you drink?
+        options: [coffee, tea, water]
+    completed_text: Thanks, check-in done.
+    exited_text: Okay, stopping here.
+  survey:
+    questions:
+      - id: rating
+        type: scale
+        text: How would you rate us, from 1 to 10?
+"""
+
+
+@pytest.fixture
+def personas_file(tmp_path: Path) -> Path:
+    path = tmp_path / "personas.yaml"
+    path.write_text(PERSONAS, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def flow_settings(make_settings: Callable[..., Settings], personas_file: Path) -> Settings:
+    return make_settings(personas_path=str(personas_file), flow_ttl_seconds=60)
+
+
+class Chat:
+    """One user's conversation, through the integrator."""
+
+    def __init__(self, client: Integrator, user: str, conversation: str) -> None:
+        self.client = client
+        self.key = ConversationKey("tf", user, conversation)
+
+    async def say(self, text: str, **metadata: str) -> dict[str, Any]:
+        await self.client.publish(conversation_event(self.key, text, metadata=metadata))
+        return (await self.client.next_candidate()).body
+
+
+def _answers(result: dict[str, Any]) -> list[tuple[str, object, int]]:
+    return [(a["question_id"], a["value"], a["attempts"]) for a in result["answers"]]
+
+
+async def _flow_key_exists(settings: Settings, key: ConversationKey) -> bool:
+    client = aioredis.from_url(settings.redis_url.get_secret_value())
+    try:
+        return bool(await client.exists(RedisKeys(prefix=settings.redis_key_prefix).flow(key)))
+    finally:
+        await client.aclose()
+
+
+async def test_a_full_questionnaire_with_a_follow_up_then_chat_again(
+    flow_settings: Settings, fake_model: FakeModelServer
+) -> None:
+    async with bot(flow_settings) as (service, client):
+        chat = Chat(client, new_id("u"), new_id("c"))
+        opened = await chat.say("hi", persona="checkin")
+        asked = [opened["text"]]
+        for reply in ("three", "work is stressful", "yes", "tea please"):
+            asked.append((await chat.say(reply))["text"])
+        results = await client.flow_results(1)
+        after = await chat.say("what did I say I'd drink?")
+        memory = await service.store.raw_trace(chat.key)
+    assert asked == [
+        "Time for your check-in. How are you feeling today, from 1 to 10?",
+        "What is weighing on you?",
+        "Did you sleep well?",
+        "What will you drink? (coffee, tea or water)",
+        "Thanks, check-in done.",
+    ]
+    assert opened["model"] == "flow:checkin"
+    assert opened["usage"]["input_tokens"] == 0
+    (result,) = results
+    assert result["schema"] == "flow.result.v1"
+    assert result["status"] == "completed"
+    assert result["flow"] == "checkin"
+    assert result["conversation_id"] == chat.key.conversation_id
+    assert _answers(result) == [
+        ("mood", 3, 1),
+        ("mood.follow_up_1", "work is stressful", 1),
+        ("slept", True, 1),
+        ("drink", "tea", 1),
+    ]
+    assert [a["raw"] for a in result["answers"]] == [
+        "three",
+        "work is stressful",
+        "yes",
+        "tea please",
+    ]
+    # Flow turns used no model; the conversation then goes back to its chat persona, and
+    # the model sees the flow's turns like any others.
+    (request,) = fake_model.chat_requests()
+    assert request.messages()[0]["content"] == "You are a warm companion."
+    prompt = " ".join(str(m["content"]) for m in request.messages())
+    assert "What will you drink? (coffee, tea or water)" in prompt
+    assert "tea please" in prompt
+    assert after["model"] == "fake-model"
+    assert [m.content for m in memory if m.role == "user"][:2] == ["hi", "three"]
+    assert not await _flow_key_exists(flow_settings, chat.key)
+
+
+async def test_an_invalid_answer_is_asked_again_then_recorded_missing(
+    flow_settings: Settings,
+) -> None:
+    async with bot(flow_settings) as (_, client):
+        chat = Chat(client, new_id("u"), new_id("c"))
+        await chat.say("hi", persona="checkin")
+        again = await chat.say("purple")
+        moved_on = await chat.say("banana")  # retries: 1, so this was the last try
+        await chat.say("no")
+        await chat.say("2")  # "water", by its number
+        (result,) = await client.flow_results(1)
+    assert again["text"].startswith("Sorry, I didn't catch that. How are you feeling")
+    assert "number from 1 to 10" in again["text"]
+    assert moved_on["text"] == "Did you sleep well?"
+    assert _answers(result) == [("mood", None, 2), ("slept", False, 1), ("drink", "tea", 1)]
+    assert result["answers"][0]["raw"] == "banana"
+
+
+async def test_an_exit_midway_ends_the_flow_with_what_was_answered(
+    flow_settings: Settings,
+) -> None:
+    async with bot(flow_settings) as (_, client):
+        chat = Chat(client, new_id("u"), new_id("c"))
+        await chat.say("hi", persona="checkin")
+        await chat.say("8")
+        stopped = await chat.say("ไม่ทำแล้ว")
+        (result,) = await client.flow_results(1)
+    assert stopped["text"] == "Okay, stopping here."
+    assert result["status"] == "exited"
+    assert _answers(result) == [("mood", 8, 1), ("slept", None, 0), ("drink", None, 0)]
+
+
+async def test_an_ambiguous_answer_is_read_by_the_model_structured_output(
+    flow_settings: Settings, fake_model: FakeModelServer
+) -> None:
+    fake_model.script('{"value": 7}')
+    async with bot(flow_settings) as (_, client):
+        chat = Chat(client, new_id("u"), new_id("c"))
+        await chat.say("hi", persona="survey")
+        done = await chat.say("between 6 and 8, so 7 I guess")
+        (result,) = await client.flow_results(1)
+    (request,) = fake_model.chat_requests()
+    assert request.body["response_format"]["json_schema"]["name"] == "flow_answer"
+    assert "between 6 and 8" in str(request.messages()[-1]["content"])
+    assert done["text"] == "Thank you, that's everything I wanted to ask."
+    assert _answers(result) == [("rating", 7, 1)]
+
+
+async def test_two_conversations_of_one_user_run_different_flows(
+    flow_settings: Settings,
+) -> None:
+    user = new_id("u")
+    async with bot(flow_settings) as (_, client):
+        one, two = Chat(client, user, new_id("c")), Chat(client, user, new_id("c"))
+        await one.say("hi", persona="checkin")
+        rate = await two.say("hi", persona="survey")
+        await one.say("9")
+        await two.say("10")
+        survey = await client.flow_results(1)
+        await one.say("yes")
+        await one.say("coffee")
+        checkin = await client.flow_results(1)
+    assert rate["text"] == "How would you rate us, from 1 to 10?"
+    assert [(r["flow"], r["conversation_id"]) for r in survey] == [
+        ("survey", two.key.conversation_id)
+    ]
+    assert _answers(survey[0]) == [("rating", 10, 1)]
+    assert [(r["flow"], r["conversation_id"]) for r in checkin] == [
+        ("checkin", one.key.conversation_id)
+    ]
+    assert _answers(checkin[0]) == [("mood", 9, 1), ("slept", True, 1), ("drink", "coffee", 1)]
+
+
+async def test_a_redelivered_answer_advances_the_flow_once(flow_settings: Settings) -> None:
+    async with bot(flow_settings) as (_, client):
+        chat = Chat(client, new_id("u"), new_id("c"))
+        await chat.say("hi", persona="survey")
+        answer = conversation_event(chat.key, "6")
+        await client.publish(answer)
+        first = (await client.next_candidate()).body
+        await client.publish(answer)  # the same event again
+        second = (await client.next_candidate()).body
+        results = await client.flow_results(1, settle=1.0)
+    assert first == second
+    assert len(results) == 2  # republished with the candidate, the same id both times
+    assert results[0] == results[1]
+
+
+async def test_a_flow_nobody_answers_expires_through_the_worker_sweep(
+    flow_settings: Settings,
+) -> None:
+    async with bot(flow_settings) as (_, client):
+        chat = Chat(client, new_id("u"), new_id("c"))
+        await chat.say("hi", persona="checkin")
+        await chat.say("5")
+        async with running_worker(flow_settings) as worker:
+            assert worker.flow_expiry is not None
+            assert await worker.flow_expiry.run_once(time.time()) == 0  # not yet due
+            expired = await worker.flow_expiry.run_once(time.time() + 61)
+            again = await worker.flow_expiry.run_once(time.time() + 61)
+        (result,) = await client.flow_results(1)
+        after = await chat.say("hello again")
+    assert (expired, again) == (1, 0)
+    assert result["status"] == "expired"
+    assert _answers(result) == [("mood", 5, 1), ("slept", None, 0), ("drink", None, 0)]
+    assert after["model"] == "fake-model"  # the flow is over: back to the chat
+    assert not await _flow_key_exists(flow_settings, chat.key)
+
+
+async def test_forgetting_the_user_during_a_flow_erases_it(
+    make_settings: Callable[..., Settings], personas_file: Path
+) -> None:
+    # Prefetch 1: the reply after the forget means the forget was handled.
+    flow_settings = make_settings(personas_path=str(personas_file), prefetch=1)
+    async with bot(flow_settings) as (_, client):
+        chat = Chat(client, new_id("u"), new_id("c"))
+        await chat.say("hi", persona="checkin")
+        await chat.say("4")
+        assert await _flow_key_exists(flow_settings, chat.key)
+        await client.publish(
+            message_event(
+                tenant="tf",
+                user=chat.key.user_id,
+                conversation="*",
+                text=None,
+                event_type="memory.forget",
+            )
+        )
+        after = await chat.say("hello")
+        results = await client.flow_results(0, within=0.5)
+    assert not await _flow_key_exists(flow_settings, chat.key)
+    assert after["model"] == "fake-model"  # no flow left to answer
+    assert results == []  # an erased flow reports nothing
