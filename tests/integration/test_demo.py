@@ -25,3 +25,10 @@ async def test_the_demo_runs_its_conversation_and_a_tool_round(
     assert "The order lookup says:" in out
     assert "replacement teapot lid" in out
     assert "(the demo user's memory was erased again:" in out
+    # The check-in questionnaire ran to its end and its result was printed.
+    assert "bot:  Time for your short daily check-in. How are you feeling today" in out
+    assert "bot:  Thank you, that's the check-in done. Have a good day!" in out
+    assert '"schema": "flow.result.v1"' in out
+    assert '"status": "completed"' in out
+    assert '"value": 6' in out
+    assert '"value": "tea"' in out

@@ -12,7 +12,9 @@ from llm_bot.errors import InvalidEvent
 from llm_bot.service.personas import load_personas, single_persona
 from llm_bot.service.tool_catalog import ToolCatalog
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "personas.yaml"
+EXAMPLE = (
+    Path(__file__).resolve().parents[2] / "services" / "llm_bot" / "examples" / "personas.yaml"
+)
 CONFIGURED_TOOLS = ToolCatalog(({"type": "function", "function": {"name": "configured"}},))
 
 
@@ -31,6 +33,10 @@ def test_the_example_file_loads_with_its_default_and_fallbacks() -> None:
     assert not orders.retrieval
     assert [t["function"]["name"] for t in orders.tools.for_message(())] == ["lookup_order"]
     assert catalog.choose("default") is catalog.default  # the name always works
+    checkin = catalog.choose("checkin")
+    assert checkin.flow == "checkin"
+    flow = catalog.flows["checkin"]
+    assert [q.type for q in flow.questions] == ["scale", "boolean", "choice", "text"]
 
 
 def test_json_files_and_a_persona_named_default(tmp_path: Path) -> None:
@@ -58,7 +64,7 @@ def test_choosing_requested_remembered_and_default() -> None:
     assert catalog.choose(None, "orders").name == "orders"  # the conversation's persona
     assert catalog.choose("companion", "orders").name == "companion"  # asked wins
     assert catalog.choose(None, "removed-since").name == "companion"
-    with pytest.raises(InvalidEvent, match=r"unknown persona 'pirate' \(known: companion"):
+    with pytest.raises(InvalidEvent, match=r"unknown persona 'pirate' \(known: checkin, companion"):
         catalog.choose("pirate")
 
 
@@ -83,6 +89,16 @@ def test_without_a_file_one_default_persona_is_todays_behaviour() -> None:
             "      - {type: function, function: {name: f}}\n"
             "      - {type: function, function: {name: f}}\n",
             "personas.a.tools: names must be unique",
+        ),
+        ("personas:\n  a:\n    flow: nowhere\n", "personas.a.flow: 'nowhere' is not one of"),
+        (
+            "default: a\npersonas:\n  a: {flow: f}\n"
+            "flows:\n  f: {questions: [{id: q, type: text, text: Why}]}\n",
+            "personas.a.flow: the default persona cannot run a flow",
+        ),
+        (
+            "personas:\n  a: {flow: f}\nflows:\n  f: {questions: [{id: q, type: dice, text: x}]}\n",
+            "flows.f.questions.0.type",
         ),
         ("personas: [unclosed", "not YAML"),
         ("- just\n- a list\n", "(the top level)"),

@@ -24,8 +24,14 @@ ROUTING_KEYS = {
     "internal.candidate.v1",
     "internal.llmbot.error.v1",
     "internal.memory.v1",
+    "internal.flow.result.v1",
 }
-QUEUES = {"llm-bot.internal.llmbot.v1", "llm-bot.internal.llmbot.v1.dlq", "llm-bot.memory.v1"}
+QUEUES = {
+    "llm-bot.internal.llmbot.v1",
+    "llm-bot.internal.llmbot.v1.dlq",
+    "llm-bot.memory.v1",
+    "llm-bot.flow.result.v1",
+}
 
 
 @cache

@@ -8,7 +8,9 @@ an integrator would with a small window (6 messages; the last turn offers an ord
 tool, whose call the demo answers itself over the bus), prints each
 CandidateV1, what the model was sent for the last turn, and every memory tier at the end:
 the window, the rolling summary, and the long-term profile, facts, episodes and events
-with their sources.
+with their sources. Then the same user does the example check-in questionnaire (a flow
+persona from ``examples/personas.yaml``) in a second conversation, and the demo prints
+the FlowResultV1 it ends with.
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import aio_pika
@@ -61,6 +66,9 @@ LOOKUP_ORDER = {
     },
 }
 """The tool the last turn offers; the demo answers its calls itself, over the bus."""
+CHECKIN_REPLIES = ("Good morning!", "six, I guess", "not really", "tea", "a walk in the park")
+"""The check-in: the first message starts the flow, the others answer its questions."""
+EXAMPLE_PERSONAS = Path(str(resources.files("llm_bot") / "examples" / "personas.yaml"))
 ORDERS = {"3921": {"item": "replacement teapot lid", "status": "delivered", "on": "last week"}}
 DEMO_WINDOW_MESSAGES = 6
 WORKER_SETTLE_SECONDS = 30.0
@@ -101,6 +109,9 @@ def demo_settings(settings: Settings, base_url: str) -> Settings:
             "memory_routing_key": f"internal.memory.{suffix}.v1",
             "memory_queue": f"llm-bot.{suffix}.memory.v1",
             "memory_dlq": f"llm-bot.{suffix}.memory.v1.dlq",
+            "flow_result_routing_key": f"internal.flow.result.{suffix}.v1",
+            "flow_result_queue": f"llm-bot.{suffix}.flow.result.v1",
+            "personas_path": EXAMPLE_PERSONAS,
             "memory_max_messages": DEMO_WINDOW_MESSAGES,
         }
     )
@@ -237,6 +248,7 @@ async def run_demo(settings: Settings) -> None:
                 print(f"  {message.get('role')}: {shown}")
             print("\nmemory at the end (llm-bot memory show):")
             print(render_memory(await show_memory(settings, key)))
+            await _check_in(channel, exchange, settings, key, inbox)
             erased = await forget_memory(settings, key.tenant_id, key.user_id, "*")
             print(f"\n(the demo user's memory was erased again: {erased} keys)")
         finally:
@@ -245,9 +257,44 @@ async def run_demo(settings: Settings) -> None:
             await service.close()
             await worker.close()
             cleanup = await connection.channel()
-            for queue in Topology.from_settings(settings).queues():
+            topology = replace(Topology.from_settings(settings), flow_results=True)
+            for queue in topology.queues():
                 await cleanup.queue_delete(queue)
             await connection.close()
+
+
+async def _check_in(
+    channel: aio_pika.abc.AbstractChannel,
+    exchange: aio_pika.abc.AbstractExchange,
+    settings: Settings,
+    key: ConversationKey,
+    inbox: asyncio.Queue[dict[str, Any]],
+) -> None:
+    """The example check-in flow in a conversation of its own, then its FlowResultV1."""
+    checkin = ConversationKey(key.tenant_id, key.user_id, f"{key.conversation_id}_checkin")
+    print(f"\ncheck-in questionnaire (persona 'checkin', conversation {checkin.conversation_id}):")
+    for number, text in enumerate(CHECKIN_REPLIES):
+        event = demo_event(checkin, text)
+        if number == 0:
+            event["metadata"] = {"persona": "checkin"}
+        await _publish(exchange, settings, event)
+        candidate = await asyncio.wait_for(inbox.get(), CANDIDATE_WAIT_SECONDS)
+        print(f"  user: {text}\n  bot:  {candidate['text']}")
+    results = await channel.declare_queue(settings.flow_result_queue, passive=True)
+    result: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+
+    async def take(message: AbstractIncomingMessage) -> None:
+        async with message.process():
+            if not result.done():
+                result.set_result(json.loads(message.body))
+
+    tag = await results.consume(take)
+    try:
+        body = await asyncio.wait_for(result, CANDIDATE_WAIT_SECONDS)
+    finally:
+        await results.cancel(tag)
+    print(f"FlowResultV1 on {settings.flow_result_routing_key}:")
+    print(json.dumps(body, indent=2, ensure_ascii=False))
 
 
 async def _publish(
