@@ -45,6 +45,7 @@ from llm_bot.service.flow_runner import FlowRunner
 from llm_bot.service.handler import DeliveryHandler, EventHandler
 from llm_bot.service.indexer import Indexer
 from llm_bot.service.memory_jobs import MemoryJobHandler
+from llm_bot.service.outcomes import Outcome
 from llm_bot.service.personas import PersonaCatalog, load_personas
 from llm_bot.service.retention_sweep import RetentionSweep
 from llm_bot.service.retriever import RetrievalSettings, Retriever
@@ -236,6 +237,7 @@ class Foundation:
         handler: DeliveryHandler,
         prefetch: int,
         replies: RabbitReplies | None = None,
+        after_publish: Callable[[Outcome], Awaitable[None]] | None = None,
     ) -> EventConsumer:
         return EventConsumer(
             amqp_url=self.settings.amqp_url.get_secret_value(),
@@ -245,6 +247,7 @@ class Foundation:
             tracer=self.tracer,
             metrics=self.metrics,
             replies=replies,
+            after_publish=after_publish,
         )
 
 
@@ -312,6 +315,7 @@ class Service(_Running):
 
     store: RedisMemoryStore
     consumer: EventConsumer
+    handler: EventHandler
 
 
 def retriever_settings(settings: Settings) -> RetrievalSettings:
@@ -381,8 +385,9 @@ def build_service(
         handler=handler,
         prefetch=settings.prefetch,
         replies=replies,
+        after_publish=handler.published,
     )
-    return Service(base=base, store=store, consumer=consumer)
+    return Service(base=base, store=store, consumer=consumer, handler=handler)
 
 
 @dataclass

@@ -4,6 +4,7 @@ published once on completion, exit or expiry; the checkpoint is then gone."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +17,9 @@ from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.memory.working import ConversationKey
-from tests.support.events import conversation_event, message_event, new_id
+from llm_bot.service.handler import Delivery
+from llm_bot.service.outcomes import Replied
+from tests.support.events import conversation_event, encode, message_event, new_id
 from tests.support.harness import Integrator, bot, running_worker
 
 pytestmark = pytest.mark.integration
@@ -217,19 +220,42 @@ async def test_two_conversations_of_one_user_run_different_flows(
     assert _answers(checkin[0]) == [("mood", 9, 1), ("slept", True, 1), ("drink", "coffee", 1)]
 
 
-async def test_a_redelivered_answer_advances_the_flow_once(flow_settings: Settings) -> None:
+async def test_a_republished_last_answer_ends_the_flow_once(flow_settings: Settings) -> None:
     async with bot(flow_settings) as (_, client):
         chat = Chat(client, new_id("u"), new_id("c"))
         await chat.say("hi", persona="survey")
         answer = conversation_event(chat.key, "6")
         await client.publish(answer)
         first = (await client.next_candidate()).body
-        await client.publish(answer)  # the same event again
+        async with asyncio.timeout(5):  # its result is confirmed, then the checkpoint goes
+            while await _flow_key_exists(flow_settings, chat.key):
+                await asyncio.sleep(0.02)
+        await client.publish(answer)  # the same event again, later
         second = (await client.next_candidate()).body
         results = await client.flow_results(1, settle=1.0)
-    assert first == second
-    assert len(results) == 2  # republished with the candidate, the same id both times
-    assert results[0] == results[1]
+    assert first == second  # the stored candidate, republished
+    assert len(results) == 1  # the result went out before its checkpoint: not again
+
+
+async def test_a_crash_between_the_commit_and_the_publish_republishes_the_result(
+    flow_settings: Settings,
+) -> None:
+    async with bot(flow_settings) as (service, client):
+        chat = Chat(client, new_id("u"), new_id("c"))
+        await chat.say("hi", persona="survey")
+        last = conversation_event(chat.key, "8")
+        # Handled, committed, then "the process died": nothing was published or acked.
+        outcome = await service.handler.handle(Delivery(body=encode(last)))
+        assert isinstance(outcome, Replied)
+        assert outcome.flow_result is not None
+        assert await _flow_key_exists(flow_settings, chat.key)
+        await client.publish(last)  # the broker redelivers it
+        replayed = (await client.next_candidate()).body
+        results = await client.flow_results(1, settle=1.0)
+    assert replayed["text"] == "Thank you, that's everything I wanted to ask."
+    assert [r["id"] for r in results] == [outcome.flow_result.id]
+    assert _answers(results[0]) == [("rating", 8, 1)]
+    assert not await _flow_key_exists(flow_settings, chat.key)
 
 
 async def test_a_flow_nobody_answers_expires_through_the_worker_sweep(

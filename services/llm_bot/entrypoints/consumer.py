@@ -67,7 +67,11 @@ class EventConsumer:
         tracer: Tracer,
         metrics: Metrics,
         replies: RabbitReplies | None = None,
+        after_publish: Callable[[Outcome], Awaitable[None]] | None = None,
     ) -> None:
+        """``after_publish``: what must follow the outcome's confirmed publishes, before the
+        ack (the end of a flow: its checkpoint is deleted only once its result is out)."""
+        self._after_publish = after_publish
         self._tracer = tracer
         self._replies = replies
         self._metrics = metrics
@@ -253,6 +257,8 @@ class EventConsumer:
             if reply_to is not None:
                 await self._reply(reply_to, failed)
         else:
+            if self._after_publish is not None:
+                await self._after_publish(outcome)
             if reply_to is not None:
                 await self._reply(reply_to, essential)
             await self._perform(message, jobs)

@@ -224,11 +224,12 @@ async def _duplicate(
         tokens = candidate.usage.input_tokens
     update["job"] = turn_job(event, processed.turn, tokens, ctx.clock())
     await _schedule(ctx, event.key, None, recalled.memory.tool_round)
-    if processed.flow_result_json:
+    if processed.flow_result_json and ctx.flows is not None:
         result = FlowResultV1.model_validate_json(processed.flow_result_json)
-        update["flow_turn"] = FlowTurn(result.flow, "", result)
-        if ctx.flows is not None:
-            await ctx.flows.finish(event.key, result.id)
+        # Its checkpoint goes only after the result was published: still there, the
+        # result may not have gone out (a crash in between), so it goes (again).
+        if await ctx.flows.holds(event.key, result.id):
+            update["flow_turn"] = FlowTurn(result.flow, "", result)
     return Command(update=update, goto=END)
 
 
@@ -538,8 +539,6 @@ async def remember(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
         )
     )
     await _schedule(ctx, event.key, recalled.memory.tool_round, memory.tool_round)
-    if ended is not None and ctx.flows is not None:  # only now that the turn is committed
-        await ctx.flows.finish(event.key, ended.id)
     log.info(
         "memory.committed",
         turn=state["turn"],

@@ -7,9 +7,10 @@ crash anywhere harmless:
 - a reply is applied once: the flow remembers the event that advanced it last, and a
   redelivery of that event (its memory commit did not happen) gets the same prompt back
   without advancing again;
-- the checkpoint of an ended flow is deleted only after the turn that ended it was
-  committed (``finish``); a redelivery repairs a crash in between (``recall``'s duplicate
-  path calls ``finish`` again), and ``finish`` deletes only the flow it was asked to;
+- the checkpoint of an ended flow is deleted (``finish``) only after the turn that ended
+  it was committed and its result published; a redelivery that still finds it publishes
+  the result (again, same id), one that does not knows it went out. ``finish`` deletes
+  only the flow it was asked to (a newer flow of the conversation stays);
 - an erasure that began while the reply was applied wins: the write is checked against
   the user's erasure mark afterwards and removed (the commit would be refused anyway).
 """
@@ -161,6 +162,11 @@ class FlowRunner:
             self._flows[after["flow"]], after, key, status=status, finished_at=finished_at
         )
         return FlowTurn(after["flow"], after["prompt"], result)
+
+    async def holds(self, key: ConversationKey, flow_id: str) -> bool:
+        """Whether the conversation's checkpoint is still the flow ``flow_id``'s."""
+        state = await self.state(key)
+        return state is not None and state["id"] == flow_id
 
     async def finish(self, key: ConversationKey, flow_id: str) -> None:
         """Delete the checkpoint of the flow ``flow_id`` (not of a newer flow) and its

@@ -125,6 +125,20 @@ class EventHandler:
                 ids = readable_ids(delivery.body, max_bytes=self._max_body_bytes)
             return self._terminal(exc, ids, attempts=first_attempt(delivery))
 
+    async def published(self, outcome: Outcome) -> None:
+        """After the outcome's publishes were confirmed: the checkpoint of the flow it ended
+        goes (so a redelivery finds it gone and does not publish its result again). Never
+        raises: a checkpoint left behind routes nothing (the flow has ended) and expires."""
+        result = getattr(outcome, "flow_result", None)
+        flows = self._context.flows
+        if result is None or flows is None:
+            return
+        key = ConversationKey(result.tenant_id, result.user_id, result.conversation_id)
+        try:
+            await flows.finish(key, result.id)
+        except LlmBotError as exc:
+            log.warning("flow.finish_failed", error=str(exc), error_type=type(exc).__name__)
+
     def _terminal(self, exc: Exception, ids: EventIds | None, *, attempts: int) -> DeadLetter:
         outcome = outcome_for_error(exc, ids=ids, attempts=attempts)
         log.warning(
