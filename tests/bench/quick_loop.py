@@ -43,8 +43,13 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-async def run(
-    events: int, conversations: int, latency: float, prefetch: int, embeddings: str
+async def run(  # noqa: PLR0917  # the bench's command line, one to one
+    events: int,
+    conversations: int,
+    latency: float,
+    prefetch: int,
+    embeddings: str,
+    personas: str | None = None,
 ) -> None:
     urls = ServiceUrls(
         os.environ.get("AMQP_URL", DEFAULT_AMQP_URL), os.environ.get("REDIS_URL", DEFAULT_REDIS_URL)
@@ -52,7 +57,12 @@ async def run(
     async with FakeModelServer() as fake:
         fake.set_latency(latency)
         settings = settings_for_test(
-            urls, fake.base_url, prefetch=prefetch, log_level="warning", embeddings=embeddings
+            urls,
+            fake.base_url,
+            prefetch=prefetch,
+            log_level="warning",
+            embeddings=embeddings,
+            personas_path=personas,
         )
         convs = [new_id("c") for _ in range(conversations)]
         user = new_id("u")
@@ -81,7 +91,7 @@ async def run(
     p50 = statistics.median(latencies) * 1000
     p99 = latencies[int(len(latencies) * 0.99) - 1] * 1000
     print(
-        f"embeddings={embeddings} events={events} conversations={conversations} "
+        f"embeddings={embeddings} personas={personas} events={events} conversations={conversations} "
         f"prefetch={prefetch} model_latency={latency * 1000:.0f}ms elapsed={elapsed:.2f}s "
         f"events/s={events / elapsed:.1f} p50={p50:.1f}ms p99={p99:.1f}ms "
         f"cpu/event={cpu / events * 1000:.2f}ms"
@@ -95,8 +105,22 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--prefetch", type=int, default=32)
     parser.add_argument("--embeddings", choices=["local", "off"], default="local")
+    parser.add_argument(
+        "--personas",
+        help="an LLM_BOT_PERSONAS_PATH file (one with flows puts the supervisor in front of "
+        "every event; the bench's messages name no persona, so they all go to the chat)",
+    )
     args = parser.parse_args()
-    asyncio.run(run(args.events, args.conversations, args.latency, args.prefetch, args.embeddings))
+    asyncio.run(
+        run(
+            args.events,
+            args.conversations,
+            args.latency,
+            args.prefetch,
+            args.embeddings,
+            args.personas,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,10 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from prometheus_client import CollectorRegistry
 
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.config import Settings
@@ -303,3 +307,24 @@ async def test_forgetting_the_user_during_a_flow_erases_it(
     assert not await _flow_key_exists(flow_settings, chat.key)
     assert after["model"] == "fake-model"  # no flow left to answer
     assert results == []  # an erased flow reports nothing
+
+
+async def test_flow_turns_have_node_spans_and_count_their_endings(flow_settings: Settings) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    registry = CollectorRegistry()
+    async with bot(flow_settings, tracer_provider=provider, registry=registry) as (_, client):
+        chat = Chat(client, new_id("u"), new_id("c"))
+        await chat.say("hi", persona="survey")
+        exporter.clear()
+        await chat.say("5")
+        spans = {span.name for span in exporter.get_finished_spans()}
+        exporter.clear()
+        await chat.say("hello")  # a chat message after the flow
+        later = {span.name for span in exporter.get_finished_spans()}
+    assert {"supervisor", "recall", "flow", "build_candidate", "remember"} <= spans
+    assert not any(name.startswith("chat ") for name in spans)  # no model call
+    assert {"supervisor", "recall", "call_model", "build_candidate", "remember"} <= later
+    completed = registry.get_sample_value("llmbot_flow_results_total", {"status": "completed"})
+    assert completed == 1

@@ -44,12 +44,19 @@ def build_graph(*, flows: bool = False) -> CompiledGraph:
     """``ingest → recall → call_model → build_candidate → remember`` with SKIP, duplicate
     and tool-trace shortcuts (``ingest`` and ``recall`` return ``Command(goto=...)``).
 
-    ``flows``: some persona runs a flow; then a ``supervisor`` node comes first and routes
-    each event to the memory chat (``ingest``) or to the flow (``recall → flow →
-    build_candidate → remember``). Without flows it is left out: it would only cost every
-    event a step."""
+    ``flows``: some persona runs a flow; then ``supervisor`` takes ``ingest``'s place: it
+    routes each event to the memory chat (``recall → call_model → ...``, as ``ingest``
+    would) or to the conversation's flow (``recall → flow → build_candidate →
+    remember``). Without flows there is nothing to choose between."""
     graph = StateGraph(GraphState, context_schema=GraphContext)
-    graph.add_node("ingest", traced("ingest", nodes.ingest), destinations=nodes.INGEST_NEXT)
+    if flows:
+        entry = "supervisor"
+        graph.add_node(entry, traced(entry, nodes.supervisor), destinations=nodes.INGEST_NEXT)
+        graph.add_node("flow", traced("flow", nodes.flow))
+        graph.add_edge("flow", "build_candidate")
+    else:
+        entry = "ingest"
+        graph.add_node(entry, traced(entry, nodes.ingest), destinations=nodes.INGEST_NEXT)
     after_recall = nodes.FLOW_RECALL_NEXT if flows else nodes.RECALL_NEXT
     graph.add_node("recall", traced("recall", nodes.recall), destinations=after_recall)
     for name, node in (
@@ -58,17 +65,7 @@ def build_graph(*, flows: bool = False) -> CompiledGraph:
         ("remember", nodes.remember),
     ):
         graph.add_node(name, traced(name, node))
-    if flows:
-        graph.add_node(
-            "supervisor",
-            traced("supervisor", nodes.supervisor),
-            destinations=nodes.SUPERVISOR_NEXT,
-        )
-        graph.add_node("flow", traced("flow", nodes.flow))
-        graph.add_edge("flow", "build_candidate")
-        graph.add_edge(START, "supervisor")
-    else:
-        graph.add_edge(START, "ingest")
+    graph.add_edge(START, entry)
     graph.add_edge("call_model", "build_candidate")
     graph.add_edge("build_candidate", "remember")
     graph.add_edge("remember", END)

@@ -52,7 +52,6 @@ Update = dict[str, Any]
 INGEST_NEXT = ("recall", END)
 ROUTES_WITHOUT_MODEL = ("tool", "transcript")
 RECALL_NEXT = ("call_model", "remember", END)
-SUPERVISOR_NEXT = ("ingest", "recall")
 FLOW_RECALL_NEXT = (*RECALL_NEXT, "flow")
 
 
@@ -71,9 +70,11 @@ def prompt_cache_key(tenant_id: str, user_id: str) -> str:
 
 
 async def supervisor(state: GraphState, runtime: Runtime[GraphContext]) -> Command[str]:
-    """Route a message to the persona's graph, without a model call (SPEC 5.10): to the
-    conversation's flow while one is running (or this very event ended it), or when the
-    message names a flow persona; everything else to the memory chat (``ingest``)."""
+    """Route each event to the persona's graph, without a model call (SPEC 5.10): a
+    message to the conversation's flow while one is running (or this very event ended
+    it), or when it names a flow persona; everything else to the memory chat, routed as
+    ``ingest`` routes it (this node takes ``ingest``'s place in a graph with flows, so
+    routing costs no extra step)."""
     ctx = runtime.context
     event = state["event"]
     if ctx.flows is not None and event.type == "message" and event.text.strip():
@@ -82,12 +83,15 @@ async def supervisor(state: GraphState, runtime: Runtime[GraphContext]) -> Comma
             event.key, event.event_id
         ):
             return Command(update={"route": "flow"}, goto="recall")
-    return Command(goto="ingest")
+    return _ingest_route(state["event"])
 
 
 async def ingest(state: GraphState, runtime: Runtime[GraphContext]) -> Command[str]:
     """Decide the route: SKIP a message without prompt text, record tool traces, reply."""
-    event = state["event"]
+    return _ingest_route(state["event"])
+
+
+def _ingest_route(event: ChatEvent) -> Command[str]:
     if event.type in ("tool.call", "tool.result"):
         return Command(update={"route": "tool"}, goto="recall")
     if event.type == "transcript":

@@ -108,7 +108,10 @@ class FlowRunner:
 
     async def takes(self, key: ConversationKey, event_id: str) -> bool:
         """Whether a message goes to the conversation's flow: one is running, or this
-        very event ended it (a redelivery)."""
+        very event ended it (a redelivery). Most messages are in no flow: for them this is
+        one ``EXISTS``, without LangGraph reading a checkpoint."""
+        if not await self._redis.exists(self._keys.flow(key)):
+            return False
         state = await self.state(key)
         return state is not None and (
             state["status"] == "running" or state["last_event"] == event_id
