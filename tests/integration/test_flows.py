@@ -328,3 +328,21 @@ async def test_flow_turns_have_node_spans_and_count_their_endings(flow_settings:
     assert {"supervisor", "recall", "call_model", "build_candidate", "remember"} <= later
     completed = registry.get_sample_value("llmbot_flow_results_total", {"status": "completed"})
     assert completed == 1
+
+
+async def test_forgetting_one_conversation_ends_its_flow_not_the_other(
+    make_settings: Callable[..., Settings], personas_file: Path
+) -> None:
+    flow_settings = make_settings(personas_path=str(personas_file), prefetch=1)
+    user = new_id("u")
+    async with bot(flow_settings) as (_, client):
+        gone, kept = Chat(client, user, new_id("c")), Chat(client, user, new_id("c"))
+        await gone.say("hi", persona="survey")
+        await kept.say("hi", persona="survey")
+        await client.publish(conversation_event(gone.key, None, type="memory.forget"))
+        await kept.say("7")
+        (result,) = await client.flow_results(1)
+        after = await gone.say("hello")
+    assert result["conversation_id"] == kept.key.conversation_id
+    assert after["model"] == "fake-model"
+    assert not await _flow_key_exists(flow_settings, gone.key)
