@@ -369,6 +369,7 @@ def build_service(
         tool_rounds=tool_round_schedule(settings, base.redis),
         tool_result_timeout_seconds=settings.tool_result_timeout_seconds,
         replies=replies,
+        stream_interval_seconds=settings.stream_interval_ms / 1000,
     )
     handler = EventHandler(
         graph=build_graph(flows=flows is not None),

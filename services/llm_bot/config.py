@@ -115,6 +115,9 @@ class Settings(BaseSettings):
     ltm_retention_days: int = Field(365, ge=1, validation_alias=_env("LLM_BOT_LTM_RETENTION_DAYS"))
     tools_path: Path | None = Field(None, validation_alias=_env("LLM_BOT_TOOLS_PATH"))
     personas_path: Path | None = Field(None, validation_alias=_env("LLM_BOT_PERSONAS_PATH"))
+    stream_interval_ms: int = Field(
+        40, ge=0, le=1000, validation_alias=_env("LLM_BOT_STREAM_INTERVAL_MS")
+    )
     flow_ttl_seconds: int = Field(86_400, ge=1, validation_alias=_env("LLM_BOT_FLOW_TTL_SECONDS"))
     max_tool_rounds: int = Field(5, ge=1, le=50, validation_alias=_env("LLM_BOT_MAX_TOOL_ROUNDS"))
     tool_result_timeout_seconds: float = Field(

@@ -210,6 +210,7 @@ async def run(
     think: float,
     *,
     replicas: int = 1,
+    stream_interval_ms: int = 40,
 ) -> None:
     urls = ServiceUrls(
         os.environ.get("AMQP_URL", DEFAULT_AMQP_URL), os.environ.get("REDIS_URL", DEFAULT_REDIS_URL)
@@ -224,6 +225,7 @@ async def run(
             embeddings=embeddings,
             gateway_keys=gateway_keys(),
             prefetch=64,
+            stream_interval_ms=stream_interval_ms,
         )
         consumers = [
             ConsumerProcess(settings, log_path=logs / f"consumer{n}.log") for n in range(replicas)
@@ -253,7 +255,8 @@ async def run(
             print(
                 f"fake model streaming {rate:g} pieces/s, replies of ~25 pieces; "
                 f"{rounds} requests per stream, think time 0-{think:g} s; "
-                f"embeddings={embeddings}; {replicas} consumer(s); logs in {logs}\n"
+                f"embeddings={embeddings}; {replicas} consumer(s); "
+                f"stream interval {stream_interval_ms} ms; logs in {logs}\n"
             )
             print(
                 "| path | streams | TTFT p50 / p95 ms | total p50 / p95 ms "
@@ -304,6 +307,9 @@ def main() -> None:
     parser.add_argument("--embeddings", choices=["local", "off"], default="local")
     parser.add_argument("--think", type=float, default=1.0, help="think time up to (s)")
     parser.add_argument("--consumers", type=int, default=1, help="llm-bot run replicas")
+    parser.add_argument(
+        "--stream-interval-ms", type=int, default=40, help="LLM_BOT_STREAM_INTERVAL_MS"
+    )
     args = parser.parse_args()
     asyncio.run(
         run(
@@ -313,6 +319,7 @@ def main() -> None:
             args.embeddings,
             args.think,
             replicas=args.consumers,
+            stream_interval_ms=args.stream_interval_ms,
         )
     )
 

@@ -115,8 +115,9 @@ async def test_non_streaming_reply_and_only_the_newest_message_is_remembered(
 async def test_streaming_reply_arrives_in_pieces_with_usage_and_done(
     make_settings: Callable[..., Settings], fake_model: FakeModelServer, api: str
 ) -> None:
-    """The service streams the model's reply on either API (``stream=True``)."""
-    settings = _settings(make_settings, api=api)
+    """The service streams the model's reply on either API (``stream=True``), each model
+    chunk as it comes (``LLM_BOT_STREAM_INTERVAL_MS=0``)."""
+    settings = _settings(make_settings, api=api, stream_interval_ms=0)
     text = "Streaming works: one piece at a time, then the end. สวัสดีครับ"
     fake_model.script(text)
     fake_model.set_stream_rate(200)
@@ -219,6 +220,32 @@ async def test_concurrent_users_each_get_their_own_stream(
     assert texts == [f"echo: question number {n} from user {n}" for n in range(12)]
 
 
+async def test_by_default_pieces_after_the_first_are_gathered_per_interval(
+    make_settings: Callable[..., Settings], fake_model: FakeModelServer
+) -> None:
+    """The first model chunk goes out at once; later ones go in fewer, larger pieces
+    (``LLM_BOT_STREAM_INTERVAL_MS``, 40), and nothing is lost."""
+    settings = _settings(make_settings)
+    text = " ".join(f"word{n}" for n in range(40))
+    fake_model.script(text)
+    fake_model.set_stream_rate(200)  # a chunk every 5 ms
+    async with bot(settings), running_gateway(settings) as gateway:
+        client = sdk_client(gateway)
+        seen: list[str] = []
+        stream = await client.chat.completions.create(
+            model="llm-bot",
+            messages=_history("talk to me"),
+            user=new_id("u"),
+            metadata={"conversation_id": new_id("c")},
+            stream=True,
+        )
+        await _read_into(stream, seen)
+        await client.close()
+    assert "".join(seen) == text
+    assert seen[0] == "word0"  # the model's first chunk, at once
+    assert 2 <= len(seen) <= 20  # far fewer than the model's ~80 chunks
+
+
 async def test_a_stream_cut_midway_and_retried_never_shows_two_texts(
     make_settings: Callable[..., Settings], fake_model: FakeModelServer
 ) -> None:
@@ -226,7 +253,7 @@ async def test_a_stream_cut_midway_and_retried_never_shows_two_texts(
     the client gets it once, seamlessly. A different text: the stream ends with an error
     (never a second text), and the reply that counts is the one remembered, which the same
     Idempotency-Key then returns without a model call."""
-    settings = _settings(make_settings)
+    settings = _settings(make_settings, stream_interval_ms=0)  # each piece as it comes
     steady = "one two three four five six"
     fake_model.script(Fault.cut(3, steady), steady)
     async with bot(settings) as (service, _), running_gateway(settings) as gateway:

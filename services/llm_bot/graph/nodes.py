@@ -7,7 +7,6 @@ in the node that knows the route costs LangGraph no separate branch step per eve
 from __future__ import annotations
 
 import hashlib
-import itertools
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,7 +17,6 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from llm_bot.contract import (
-    CandidateDeltaV1,
     CandidateMemory,
     CandidateToolCall,
     CandidateUsage,
@@ -27,6 +25,7 @@ from llm_bot.contract import (
     MemoryJobV1,
 )
 from llm_bot.contract.messages import candidate_id, derived_id
+from llm_bot.graph.reply_stream import ReplyStream
 from llm_bot.graph.state import ChatEvent, GraphContext, GraphState, Route
 from llm_bot.memory.context import AssembledContext, assemble_context
 from llm_bot.memory.messages import ChatMessage, ToolCall
@@ -40,7 +39,7 @@ from llm_bot.memory.working import (
     Recalled,
     WorkingMemory,
 )
-from llm_bot.ports import DeltaSink, ModelReply, ReplyChannel, ToolSpec
+from llm_bot.ports import ModelReply, ToolSpec
 from llm_bot.service.flow_runner import FlowStart, FlowTurn
 from llm_bot.service.retriever import Retrieval
 
@@ -349,14 +348,17 @@ async def call_model(state: GraphState, runtime: Runtime[GraphContext]) -> Updat
     prompt = context.messages
     ctx.metrics.window_messages.observe(len(state["messages"]))
     key = state["event"].key
+    stream = _reply_stream(state["event"], ctx)
     reply = await ctx.model.complete(
         prompt,
         conversation_id=key.conversation_id,
         cache_key=prompt_cache_key(key.tenant_id, key.user_id),
         tools=state.get("tools", ()),
-        on_delta=_delta_sink(state["event"], ctx.replies),
+        on_delta=stream,
         model=persona.model,
     )
+    if stream is not None:
+        await stream.flush()
     log.info(
         "model.replied",
         model=reply.model,
@@ -369,23 +371,17 @@ async def call_model(state: GraphState, runtime: Runtime[GraphContext]) -> Updat
     return {"context": context, "reply": reply}
 
 
-def _delta_sink(event: ChatEvent, replies: ReplyChannel | None) -> DeltaSink | None:
-    """Streams the reply's pieces to the event's ``reply_to`` as CandidateDeltaV1, numbered
-    from 0 in each model call (a retried call starts again at 0), or None (no streaming)."""
-    reply_to = event.reply_to
-    if replies is None or reply_to is None:
+def _reply_stream(event: ChatEvent, ctx: GraphContext) -> ReplyStream | None:
+    """Where the reply's pieces stream (the event's ``reply_to``), or None (no streaming)."""
+    if ctx.replies is None or event.reply_to is None:
         return None
-    key = event.key
-    candidate = candidate_id(key.tenant_id, key.user_id, event.event_id)
-    numbers = itertools.count()
-
-    async def send(piece: str) -> None:
-        delta = CandidateDeltaV1.model_construct(  # every field is known-valid here
-            candidate_id=candidate, event_id=event.event_id, seq=next(numbers), delta=piece
-        )
-        await replies.send(reply_to, event.event_id, delta)
-
-    return send
+    return ReplyStream(
+        ctx.replies,
+        event.reply_to,
+        key=event.key,
+        event_id=event.event_id,
+        interval=ctx.stream_interval_seconds,
+    )
 
 
 async def flow(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
@@ -405,9 +401,9 @@ async def flow(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
         start=start,
         erasure=recalled.erasure,
     )
-    send = _delta_sink(event, ctx.replies)
-    if send is not None:
-        await send(turn.text)
+    stream = _reply_stream(event, ctx)
+    if stream is not None:
+        await stream(turn.text)
     if turn.result is not None:
         ctx.metrics.flow_results.labels(turn.result.status).inc()
     log.info("flow.replied", flow=turn.flow, ended=turn.result.status if turn.result else None)

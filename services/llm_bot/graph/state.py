@@ -71,6 +71,8 @@ class GraphContext:
     tool_result_timeout_seconds: float = 120.0
     replies: ReplyChannel | None = None
     """Where streamed replies go (events with a ``reply_to``); None: nothing streams."""
+    stream_interval_seconds: float = 0.04
+    """After a streamed reply's first piece, pieces are gathered this long per send."""
     personas: PersonaCatalog | None = None
     """``LLM_BOT_PERSONAS_PATH``'s personas; None: one persona from ``system_prompt`` and
     ``tools``."""
