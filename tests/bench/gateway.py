@@ -38,9 +38,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import aio_pika
+import aiohttp
 import openai
 import redis.asyncio as redis
 from openai import AsyncOpenAI
+from prometheus_client.parser import text_string_to_metric_families
 
 from llm_bot.adapters.rabbit_topology import Topology
 from llm_bot.config import Settings
@@ -189,6 +191,25 @@ async def _measured(
     return timings, cpu
 
 
+async def _retrieval_totals(ports: list[int]) -> tuple[float, float]:
+    """Seconds and count of ``llmbot_retrieval_duration_seconds`` over the consumers (from
+    prepare to result: the query's embedding, the index search, the topic bookkeeping)."""
+    seconds = count = 0.0
+    async with aiohttp.ClientSession() as session:
+        for port in ports:
+            async with session.get(f"http://127.0.0.1:{port}/metrics") as response:
+                text = await response.text()
+            for family in text_string_to_metric_families(text):
+                if family.name != "llmbot_retrieval_duration_seconds":
+                    continue
+                for sample in family.samples:
+                    if sample.name.endswith("_sum"):
+                        seconds += sample.value
+                    elif sample.name.endswith("_count"):
+                        count += sample.value
+    return seconds, count
+
+
 def _cpu(pid: int) -> float:
     if pid == os.getpid():
         usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -261,9 +282,9 @@ async def run(
             print(
                 "| path | streams | TTFT p50 / p95 ms | total p50 / p95 ms "
                 "| TTFT added p50 / p95 ms | total added p50 ms "
-                "| CPU ms per request: consumer / gateway / bench |"
+                "| CPU ms per request: consumer / gateway / bench | retrieval mean ms |"
             )
-            print("|---|---|---|---|---|---|---|")
+            print("|---|---|---|---|---|---|---|---|")
             for count in streams:
                 baseline: Timings | None = None
                 for label, ask in (
@@ -271,10 +292,17 @@ async def run(
                     ("bus (no HTTP)", _over_bus(bus)),
                     ("through the gateway", through),
                 ):
+                    ports = [c.http_port for c in consumers]
+                    spent, searches = await _retrieval_totals(ports)
                     timings, cpu = await _measured(ask, count, rounds, think, pids)
+                    spent_after, searches_after = await _retrieval_totals(ports)
+                    searched = searches_after - searches
+                    retrieval = (
+                        f"{(spent_after - spent) / searched * 1000:.1f}" if searched else "-"
+                    )
                     consumer_cpu = sum(v for k, v in cpu.items() if k.startswith("consumer"))
                     used = f"{consumer_cpu:.1f} / {cpu['gateway']:.1f} / {cpu['bench']:.1f}"
-                    print(f"{timings.row(f'{label} | {count}', baseline)} {used} |")
+                    print(f"{timings.row(f'{label} | {count}', baseline)} {used} | {retrieval} |")
                     baseline = baseline or timings
             await direct_client.close()
             await through_client.close()
