@@ -404,7 +404,7 @@ async def flow(state: GraphState, runtime: Runtime[GraphContext]) -> Update:
     stream = _reply_stream(event, ctx)
     if stream is not None:
         await stream(turn.text)
-    if turn.result is not None:
+    if turn.result is not None and not turn.replayed:
         ctx.metrics.flow_results.labels(turn.result.status).inc()
     log.info("flow.replied", flow=turn.flow, ended=turn.result.status if turn.result else None)
     reply = ModelReply(text=turn.text, model=f"flow:{turn.flow}", input_tokens=0, output_tokens=0)

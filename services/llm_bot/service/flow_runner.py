@@ -71,6 +71,8 @@ class FlowTurn:
     flow: str
     text: str
     result: FlowResultV1 | None = None
+    replayed: bool = False
+    """The reply had been applied already (a redelivery): nothing changed."""
 
 
 @redis_failures_retryable
@@ -132,7 +134,8 @@ class FlowRunner:
         answer). ``erasure``: the user's erasure generation as ``recall`` read it."""
         state = await self.state(key)
         at = now.isoformat()
-        if state is not None and state["last_event"] == event_id:
+        replayed = state is not None and state["last_event"] == event_id
+        if state is not None and replayed:
             after = state  # a redelivery: applied already
         elif state is not None and state["status"] == "running":
             resumed = {"event_id": event_id, "text": text, "at": at}
@@ -156,7 +159,7 @@ class FlowRunner:
         if after["status"] == "running":
             deadline = datetime.fromisoformat(after["updated_at"]).timestamp() + self._ttl
             await self._redis.zadd(self._keys.flows(), {activity_member(key): deadline})
-            return FlowTurn(after["flow"], after["prompt"])
+            return FlowTurn(after["flow"], after["prompt"], replayed=replayed)
         finished_at = datetime.fromisoformat(after["updated_at"])
         status: Literal["completed", "exited"] = (
             "completed" if after["status"] == "completed" else "exited"
@@ -164,7 +167,7 @@ class FlowRunner:
         result = flow_result(
             self._flows[after["flow"]], after, key, status=status, finished_at=finished_at
         )
-        return FlowTurn(after["flow"], after["prompt"], result)
+        return FlowTurn(after["flow"], after["prompt"], result, replayed=replayed)
 
     async def holds(self, key: ConversationKey, flow_id: str) -> bool:
         """Whether the conversation's checkpoint is still the flow ``flow_id``'s."""
