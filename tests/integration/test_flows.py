@@ -24,6 +24,7 @@ from llm_bot.memory.working import ConversationKey
 from llm_bot.service.handler import Delivery
 from llm_bot.service.outcomes import Replied
 from tests.support.events import conversation_event, encode, message_event, new_id
+from tests.support.gateway import gateway_keys, running_gateway, sdk_client
 from tests.support.harness import Integrator, bot, running_worker
 
 pytestmark = pytest.mark.integration
@@ -346,3 +347,40 @@ async def test_forgetting_one_conversation_ends_its_flow_not_the_other(
     assert result["conversation_id"] == kept.key.conversation_id
     assert after["model"] == "fake-model"
     assert not await _flow_key_exists(flow_settings, gone.key)
+
+
+async def test_a_flow_through_the_openai_compatible_gateway(
+    make_settings: Callable[..., Settings], personas_file: Path
+) -> None:
+    """A voice platform's custom-LLM hook runs the questionnaire: each streamed reply is
+    the next question, and the result is published as for any flow."""
+    settings = make_settings(
+        personas_path=str(personas_file),
+        gateway_keys=gateway_keys(),
+        gateway_port=0,
+        gateway_host="127.0.0.1",
+    )
+    user, conversation = new_id("u"), new_id("c")
+    async with bot(settings) as (_, client), running_gateway(settings) as gateway:
+        sdk = sdk_client(gateway)
+        said: list[str] = []
+        for text, persona in (("hello", "survey"), ("nine", None)):
+            metadata = {"conversation_id": conversation}
+            if persona:
+                metadata["persona"] = persona
+            stream = await sdk.chat.completions.create(
+                model="llm-bot",
+                messages=[{"role": "user", "content": text}],
+                user=user,
+                metadata=metadata,
+                stream=True,
+            )
+            pieces = [c.choices[0].delta.content async for c in stream if c.choices]
+            said.append("".join(p for p in pieces if p))
+        await sdk.close()
+        (result,) = await client.flow_results(1)
+    assert said == [
+        "How would you rate us, from 1 to 10?",
+        "Thank you, that's everything I wanted to ask.",
+    ]
+    assert _answers(result) == [("rating", 9, 1)]
