@@ -214,9 +214,7 @@ async def integrator(settings: Settings, *, durable: bool = False) -> AsyncItera
         with contextlib.suppress(Exception):
             cleanup = await connection.channel()
             topology = replace(Topology.from_settings(settings), flow_results=True)
-            for queue in topology.queues():
-                await cleanup.queue_delete(queue)
-            for name in captured:
+            for name in (*topology.queues(), *captured):
                 await cleanup.queue_delete(name)
         await connection.close()
 
