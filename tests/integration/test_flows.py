@@ -384,3 +384,23 @@ async def test_a_flow_through_the_openai_compatible_gateway(
         "Thank you, that's everything I wanted to ask.",
     ]
     assert _answers(result) == [("rating", 9, 1)]
+
+
+async def test_answers_arriving_together_are_applied_in_order(flow_settings: Settings) -> None:
+    async with bot(flow_settings) as (_, client):
+        chat = Chat(client, new_id("u"), new_id("c"))
+        await chat.say("hi", persona="checkin")
+        answers = [conversation_event(chat.key, text) for text in ("8", "yes", "water")]
+        for event in answers:  # no wait between them: one prefetch window, one lock
+            await client.publish(event)
+        replies = {}
+        for _ in answers:
+            body = (await client.next_candidate()).body
+            replies[body["event_id"]] = body["text"]
+        (result,) = await client.flow_results(1)
+    assert [replies[str(e["id"])] for e in answers] == [
+        "Did you sleep well?",
+        "What will you drink? (coffee, tea or water)",
+        "Thanks, check-in done.",
+    ]
+    assert _answers(result) == [("mood", 8, 1), ("slept", True, 1), ("drink", "water", 1)]
