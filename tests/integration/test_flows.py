@@ -20,12 +20,13 @@ from prometheus_client import CollectorRegistry
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
+from llm_bot.flows.flow_graph import REDEFINED_TEXT
 from llm_bot.memory.working import ConversationKey
 from llm_bot.service.handler import Delivery
 from llm_bot.service.outcomes import Replied
 from tests.support.events import conversation_event, encode, message_event, new_id
 from tests.support.gateway import gateway_keys, running_gateway, sdk_client
-from tests.support.harness import Integrator, bot, running_worker
+from tests.support.harness import Integrator, bot, integrator, running_service, running_worker
 
 pytestmark = pytest.mark.integration
 
@@ -404,3 +405,38 @@ async def test_answers_arriving_together_are_applied_in_order(flow_settings: Set
         "Thanks, check-in done.",
     ]
     assert _answers(result) == [("mood", 8, 1), ("slept", True, 1), ("drink", "water", 1)]
+
+
+async def test_a_flow_redefined_while_running_continues_or_ends_cleanly(
+    flow_settings: Settings, tmp_path: Path
+) -> None:
+    """The personas file changes between two deployments: a running flow goes on at the
+    question it waited on (wherever it moved); one whose question is gone ends (exited)
+    with what was answered, instead of failing every message."""
+    moved = PERSONAS.replace(
+        "    questions:\n      - id: mood",
+        "    questions:\n      - {id: name, type: text, text: Your name}\n      - id: mood",
+        1,
+    )
+    gone = PERSONAS.replace("id: slept", "id: rested").replace("id: rating", "id: score")
+    moved_file, gone_file = tmp_path / "moved.yaml", tmp_path / "gone.yaml"
+    moved_file.write_text(moved, encoding="utf-8")
+    gone_file.write_text(gone, encoding="utf-8")
+    user = new_id("u")
+    async with bot(flow_settings) as (_, client):
+        kept, ended = Chat(client, user, new_id("c")), Chat(client, user, new_id("c"))
+        await kept.say("hi", persona="checkin")
+        await ended.say("hi", persona="checkin")
+        await ended.say("7")  # now waiting on "slept"
+    redeployed = flow_settings.model_copy(update={"personas_path": moved_file})
+    async with integrator(redeployed) as client, running_service(redeployed):
+        kept.client = client
+        assert (await kept.say("6"))["text"] == "Did you sleep well?"
+    redeployed = flow_settings.model_copy(update={"personas_path": gone_file})
+    async with integrator(redeployed) as client, running_service(redeployed):
+        ended.client = client
+        stopped = await ended.say("yes")
+        (result,) = await client.flow_results(1)
+    assert stopped["text"] == REDEFINED_TEXT
+    assert result["status"] == "exited"
+    assert _answers(result) == [("mood", 7, 1), ("rested", None, 0), ("drink", None, 0)]

@@ -14,11 +14,13 @@ from llm_bot.flows.definitions import Flow
 from llm_bot.flows.progress import (
     FlowState,
     Reply,
+    abandoned,
     advance,
     current_question,
     flow_result,
     opening,
     read_answer,
+    realigned,
     valid_value,
 )
 from llm_bot.memory.working import ConversationKey
@@ -162,3 +164,35 @@ def test_any_replies_end_the_flow_within_its_bound_and_never_lose_a_question(
     # every question: retries + 1 replies at most, plus at most 2 follow-ups
     most = sum(q.retries + 1 + len(q.follow_ups) for q in FLOW.questions)
     assert state["status"] != "running" or len(replies) < most
+
+
+def test_a_redefined_flow_continues_at_the_same_question_wherever_it_moved() -> None:
+    state = _run("9")  # waiting on mood's unconditional follow-up (index 1)
+    moved = Flow.model_validate(
+        {
+            "questions": [
+                {"id": "intro", "type": "text", "text": "New first question?"},
+                {"id": "mood", "type": "scale", "text": "Mood?", "follow_ups": [{"text": "Why?"}]},
+                {"id": "slept", "type": "boolean", "text": "Slept?"},
+            ]
+        }
+    )
+    now = realigned(moved, state)
+    assert now is not None
+    assert now["position"] == 1
+    assert now["follow_ups"] == []  # follow-up 2 no longer exists
+    assert realigned(FLOW, state) == state
+    gone = Flow.model_validate({"questions": [{"id": "other", "type": "text", "text": "Hm?"}]})
+    assert realigned(gone, state) is None
+    assert realigned(None, state) is None
+
+
+def test_an_abandoned_flow_reports_what_was_answered() -> None:
+    state = abandoned(_run("9", "fine"), Reply("e9", "yes", "2026-01-01T00:09:00+00:00"), "Bye.")
+    assert state["status"] == "exited"
+    assert state["prompt"] == "Bye."
+    result = flow_result(None, state, KEY, status="exited", finished_at=datetime.now(UTC))
+    assert [(a.question_id, a.value) for a in result.answers] == [
+        ("mood", 9),
+        ("mood.follow_up_2", "fine"),
+    ]

@@ -16,10 +16,21 @@ from langgraph.types import interrupt
 
 from llm_bot.flows.answers import Answer, read_text
 from llm_bot.flows.definitions import Flow, Question
-from llm_bot.flows.progress import FlowState, Reply, advance, current_question, read_answer
+from llm_bot.flows.progress import (
+    FlowState,
+    Reply,
+    abandoned,
+    advance,
+    current_question,
+    read_answer,
+    realigned,
+)
 
 Interpret = Callable[[Question, str], Awaitable[Answer]]
 """Reads an ambiguous reply with the model's structured output."""
+
+REDEFINED_TEXT = "This questionnaire has changed since we started, so let's stop here. Thank you!"
+"""Said when the personas file no longer has the flow, or the question it waited on."""
 
 CompiledFlowGraph = Any
 """``CompiledStateGraph``; its generic parameters add nothing for callers here."""
@@ -36,12 +47,15 @@ def build_flow_graph(
     async def ask(state: FlowState) -> FlowState:
         resumed: dict[str, str] = interrupt(state["prompt"])
         reply = Reply(**resumed)
-        flow = flows[state["flow"]]
-        question = current_question(flow, state)
+        flow = flows.get(state["flow"])
+        now = realigned(flow, state)
+        if flow is None or now is None:
+            return abandoned(state, reply, REDEFINED_TEXT)
+        question = current_question(flow, now)
         answer = read_answer(question, reply.text) if question else read_text(reply.text)
         if answer.ambiguous and question is not None and interpret is not None:
             answer = await interpret(question, reply.text)
-        return advance(flow, state, reply, answer)
+        return advance(flow, now, reply, answer)
 
     def next_step(state: FlowState) -> str:
         return "ask" if state["status"] == "running" else END

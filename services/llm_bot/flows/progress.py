@@ -50,6 +50,8 @@ class FlowState(TypedDict, total=False):
     updated_at: str
     position: int
     """Index of the question being asked."""
+    question: str
+    """Its id: a flow redefined while running continues at the same question."""
     follow_ups: list[int]
     """Follow-ups of that question still to ask (indexes); the first is being asked."""
     attempts: int
@@ -86,6 +88,7 @@ def opening(
         "started_at": at,
         "updated_at": at,
         "position": 0,
+        "question": flow.questions[0].id,
         "follow_ups": [],
         "attempts": 0,
         "pending_raw": None,
@@ -174,6 +177,39 @@ def advance(flow: Flow, state: FlowState, reply: Reply, answer: Answer) -> FlowS
     }
 
 
+def realigned(flow: Flow | None, state: FlowState) -> FlowState | None:
+    """``state`` on ``flow`` as it is defined now (the personas file may have changed since
+    the flow started): at the same question wherever it moved, with only the follow-ups
+    that still exist; None when the flow or that question is gone."""
+    if flow is None:
+        return None
+    wanted = state.get("question")
+    ids = [q.id for q in flow.questions]
+    if wanted is None:  # a state from before question ids were kept
+        position = state["position"]
+        return state if position < len(ids) else None
+    if wanted not in ids:
+        return None
+    position = ids.index(wanted)
+    count = len(flow.questions[position].follow_ups)
+    return {
+        **state,
+        "position": position,
+        "follow_ups": [i for i in state["follow_ups"] if i < count],
+    }
+
+
+def abandoned(state: FlowState, reply: Reply, text: str) -> FlowState:
+    """The flow ended because its definition no longer has the question it waited on."""
+    return {
+        **state,
+        "last_event": reply.event_id,
+        "updated_at": reply.at,
+        "status": "exited",
+        "prompt": text,
+    }
+
+
 def _exits(flow: Flow, text: str, answer: Answer) -> bool:
     if not wants_to_exit(text, flow.exit_intents):
         return False
@@ -202,13 +238,14 @@ def _move_on(
     return {
         **moved,
         "position": position + 1,
+        "question": following.id,
         "follow_ups": [],
         "prompt": question_prompt(following),
     }
 
 
 def flow_result(
-    flow: Flow,
+    flow: Flow | None,
     state: FlowState,
     key: ConversationKey,
     *,
@@ -216,12 +253,15 @@ def flow_result(
     finished_at: datetime,
 ) -> FlowResultV1:
     """The result of a flow that ended: every question, answered, missing or never asked
-    (value null, attempts 0), in the flow's order, follow-ups after their question."""
+    (value null, attempts 0), in the flow's order, follow-ups after their question (the
+    flow no longer defined: the answers recorded, in the order given)."""
     given: dict[str, list[dict[str, Any]]] = {}
     for record in state["answers"]:
         given.setdefault(record["question_id"].split(".", 1)[0], []).append(record)
     answers: list[FlowAnswer] = []
-    for index, question in enumerate(flow.questions):
+    if flow is None:
+        answers = [FlowAnswer.model_validate(r) for r in state["answers"]]
+    for index, question in enumerate(flow.questions if flow is not None else ()):
         records = given.get(question.id)
         if records:
             answers.extend(FlowAnswer.model_validate(r) for r in records)

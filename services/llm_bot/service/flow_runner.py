@@ -165,7 +165,7 @@ class FlowRunner:
             "completed" if after["status"] == "completed" else "exited"
         )
         result = flow_result(
-            self._flows[after["flow"]], after, key, status=status, finished_at=finished_at
+            self._flows.get(after["flow"]), after, key, status=status, finished_at=finished_at
         )
         return FlowTurn(after["flow"], after["prompt"], result, replayed=replayed)
 
@@ -195,11 +195,7 @@ class FlowRunner:
         if deadline > now.timestamp():
             await self._redis.zadd(self._keys.flows(), {member: deadline})
             return None
-        flow = self._flows.get(state["flow"])
-        if flow is None:  # the flow left the personas file: nothing to report against
-            log.warning("flow.unknown_on_expiry", flow=state["flow"])
-            await self.finish(key, state["id"])
-            return None
+        flow = self._flows.get(state["flow"])  # None: it left the personas file meanwhile
         return flow_result(flow, state, key, status="expired", finished_at=now)
 
     async def due(self, now: float, limit: int = 100) -> list[ConversationKey]:
