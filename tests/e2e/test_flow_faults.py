@@ -83,3 +83,41 @@ async def test_kill_9_mid_answer_resumes_in_another_replica_at_the_same_question
         ("drink", "water", 1),
     ]
     await assert_memory_turns_exactly_once(settings, key, ids)
+
+
+async def test_a_flow_left_waiting_is_expired_by_a_worker_started_later(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    """The expiry is kept in Redis, not in a process: the flow is started and left with no
+    worker running; a worker process started after its TTL finds it on its first sweep."""
+    personas = tmp_path / "personas.yaml"
+    personas.write_text(PERSONAS, encoding="utf-8")
+    settings = make_settings(
+        personas_path=str(personas), flow_ttl_seconds=1, sweep_interval_seconds=0.5
+    )
+    key = ConversationKey("tfx", new_id("u"), new_id("c"))
+    async with integrator(settings) as client:
+        consumer = await _replica(settings, tmp_path / "consumer.log")
+        try:
+            await _say(client, key, "hi", persona="checkin")
+            await client.next_candidate(within=30)
+            await _say(client, key, "3")
+            assert (await client.next_candidate(within=30)).body["text"] == (
+                "What is weighing on you?"
+            )
+            await asyncio.sleep(1.5)  # past the TTL, and no worker anywhere
+            worker = ConsumerProcess(settings, log_path=tmp_path / "worker.log", command="worker")
+            await worker.start()
+            try:
+                results = await client.flow_results(1, within=30, settle=1.0)
+            finally:
+                await worker.stop()
+        finally:
+            await consumer.stop()
+    (result,) = results
+    assert result["status"] == "expired"
+    assert [(a["question_id"], a["value"]) for a in result["answers"]] == [
+        ("mood", 3),
+        ("slept", None),
+        ("drink", None),
+    ]
