@@ -12,7 +12,7 @@ import pytest
 from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.memory.working import ConversationKey
-from tests.integration.test_flows import PERSONAS
+from tests.integration.test_flows import PERSONAS, own_keys
 from tests.support.checks import assert_memory_turns_exactly_once, dlq_depth
 from tests.support.events import conversation_event, new_id
 from tests.support.harness import Integrator, integrator
@@ -93,7 +93,10 @@ async def test_a_flow_left_waiting_is_expired_by_a_worker_started_later(
     personas = tmp_path / "personas.yaml"
     personas.write_text(PERSONAS, encoding="utf-8")
     settings = make_settings(
-        personas_path=str(personas), flow_ttl_seconds=1, sweep_interval_seconds=0.5
+        personas_path=str(personas),
+        flow_ttl_seconds=1,
+        sweep_interval_seconds=0.5,
+        redis_key_prefix=own_keys(),  # the expiry schedule of this test alone
     )
     key = ConversationKey("tfx", new_id("u"), new_id("c"))
     async with integrator(settings) as client:
@@ -115,6 +118,7 @@ async def test_a_flow_left_waiting_is_expired_by_a_worker_started_later(
         finally:
             await consumer.stop()
     (result,) = results
+    assert result["conversation_id"] == key.conversation_id
     assert result["status"] == "expired"
     assert [(a["question_id"], a["value"]) for a in result["answers"]] == [
         ("mood", 3),

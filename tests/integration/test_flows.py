@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,14 @@ from llm_bot.service.handler import Delivery
 from llm_bot.service.outcomes import Replied
 from tests.support.events import conversation_event, encode, message_event, new_id
 from tests.support.gateway import gateway_keys, running_gateway, sdk_client
-from tests.support.harness import Integrator, bot, integrator, running_service, running_worker
+from tests.support.harness import (
+    TEST_KEY_PREFIX,
+    Integrator,
+    bot,
+    integrator,
+    running_service,
+    running_worker,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -74,9 +82,17 @@ def personas_file(tmp_path: Path) -> Path:
     return path
 
 
+def own_keys() -> str:
+    """A Redis key prefix of the test's own: the flow expiry schedule is one sorted set per
+    prefix, and a test that sweeps it must not find (and expire) other tests' flows."""
+    return f"{TEST_KEY_PREFIX}-{uuid.uuid4().hex[:8]}"
+
+
 @pytest.fixture
 def flow_settings(make_settings: Callable[..., Settings], personas_file: Path) -> Settings:
-    return make_settings(personas_path=str(personas_file), flow_ttl_seconds=60)
+    return make_settings(
+        personas_path=str(personas_file), flow_ttl_seconds=60, redis_key_prefix=own_keys()
+    )
 
 
 class Chat:
