@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.config import Settings
+from llm_bot.entrypoints.memory_cli import render_memory, show_memory
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.flows.flow_graph import REDEFINED_TEXT
 from llm_bot.memory.working import ConversationKey
@@ -287,6 +288,7 @@ async def test_a_flow_nobody_answers_expires_through_the_worker_sweep(
         chat = Chat(client, new_id("u"), new_id("c"))
         await chat.say("hi", persona="checkin")
         await chat.say("5")
+        shown = await show_memory(flow_settings, chat.key)  # llm-bot memory show
         async with running_worker(flow_settings) as worker:
             assert worker.flow_expiry is not None
             assert await worker.flow_expiry.run_once(time.time()) == 0  # not yet due
@@ -294,6 +296,11 @@ async def test_a_flow_nobody_answers_expires_through_the_worker_sweep(
             again = await worker.flow_expiry.run_once(time.time() + 61)
         (result,) = await client.flow_results(1)
         after = await chat.say("hello again")
+    assert shown["flow"]["status"] == "running"
+    assert shown["flow"]["prompt"] == "Did you sleep well?"
+    assert [a["value"] for a in shown["flow"]["answers"]] == [5]
+    assert "flow: checkin (running)" in render_memory(shown)
+    assert (await show_memory(flow_settings, chat.key))["flow"] is None  # expired: gone
     assert (expired, again) == (1, 0)
     assert result["status"] == "expired"
     assert _answers(result) == [("mood", 5, 1), ("slept", None, 0), ("drink", None, 0)]

@@ -5,9 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import redis.asyncio as aioredis
+
+from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.bootstrap import (
     long_term_store,
     memory_store,
+    personas,
     progress_store,
     recall_index,
     redis_client,
@@ -15,6 +19,7 @@ from llm_bot.bootstrap import (
 from llm_bot.config import Settings
 from llm_bot.memory.working import ConversationKey
 from llm_bot.service.erasure import Eraser
+from llm_bot.service.flow_runner import FlowRunner
 
 
 async def show_memory(settings: Settings, key: ConversationKey) -> dict[str, Any]:
@@ -28,6 +33,7 @@ async def show_memory(settings: Settings, key: ConversationKey) -> dict[str, Any
         trace = await store.raw_trace(key)
         recalled = await store.load(key, "show")
         progress = await progress_store(settings, client).load(key)
+        flow = await _running_flow(settings, client, key)
         tenant, user = key.tenant_id, key.user_id
         long_term = {
             "profile": {k: a.value for k, a in sorted((await ltm.profile(tenant, user)).items())},
@@ -56,6 +62,7 @@ async def show_memory(settings: Settings, key: ConversationKey) -> dict[str, Any
         "compacted_through": progress.compacted_through,
         "classified_through": progress.classified_through,
         "working_memory": memory.model_dump(mode="json") if memory else None,
+        "flow": flow,
         "raw_trace": [m.model_dump(mode="json", exclude_defaults=True) for m in trace],
         "long_term": long_term,
     }
@@ -83,6 +90,17 @@ def render_memory(data: dict[str, Any]) -> str:
         f"raw trace: {len(data['raw_trace'])} messages; compacted through turn "
         f"{data['compacted_through']}, classified through turn {data['classified_through']}"
     )
+    flow = data.get("flow")
+    if flow is not None:
+        lines.append(
+            f"flow: {flow['flow']} ({flow['status']}), started {flow['started_at'][:19]}, "
+            f"last reply {flow['updated_at'][:19]}; waiting on: {flow['prompt']}"
+        )
+        lines.extend(
+            f"  {a['question_id']} = {json.dumps(a['value'], ensure_ascii=False)} "
+            f"(attempts {a['attempts']})"
+            for a in flow["answers"]
+        )
     lines.extend(_render_long_term(data["long_term"]))
     return "\n".join(lines)
 
@@ -113,6 +131,26 @@ def _render_long_term(ltm: dict[str, Any]) -> list[str]:
             f"turn {event['turn']}: {event['summary']}"
         )
     return lines
+
+
+async def _running_flow(
+    settings: Settings, client: aioredis.Redis, key: ConversationKey
+) -> dict[str, Any] | None:
+    """The conversation's flow as checkpointed (``LLM_BOT_PERSONAS_PATH``'s flows), or None."""
+    catalog = personas(settings)
+    if not catalog.flows:
+        return None
+    runner = FlowRunner(
+        flows=catalog.flows,
+        client=client,
+        keys=RedisKeys(prefix=settings.redis_key_prefix),
+        ttl_seconds=settings.flow_ttl_seconds,
+    )
+    state = await runner.state(key)
+    if state is None:
+        return None
+    fields = ("flow", "status", "started_at", "updated_at", "prompt", "answers")
+    return {name: state[name] for name in fields}  # type: ignore[literal-required]
 
 
 def _span(turns: list[int]) -> str:
