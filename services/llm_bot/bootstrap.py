@@ -28,7 +28,7 @@ from llm_bot.adapters.redis_ltm import RedisLongTermStore
 from llm_bot.adapters.redis_memory import RedisMemoryStore
 from llm_bot.adapters.redis_progress import RedisMemoryProgress
 from llm_bot.adapters.redis_recall_index import RedisRecallIndex
-from llm_bot.adapters.redis_tool_rounds import RedisToolRounds
+from llm_bot.adapters.redis_schedules import RedisConversationSchedule
 from llm_bot.config import ConfigurationError, Settings
 from llm_bot.entrypoints.consumer import EventConsumer
 from llm_bot.graph.builder import build_graph
@@ -36,7 +36,7 @@ from llm_bot.graph.state import GraphContext
 from llm_bot.memory.retention import RetentionPolicy
 from llm_bot.memory.tokens import default_token_counter
 from llm_bot.memory.window import WindowBounds
-from llm_bot.ports import Embedder, RecallIndex
+from llm_bot.ports import Embedder, RecallIndex, StructuredModel
 from llm_bot.service.classifier import MessageClassifier
 from llm_bot.service.compactor import Compactor
 from llm_bot.service.erasure import Eraser
@@ -130,21 +130,30 @@ def personas(settings: Settings) -> PersonaCatalog:
     return load_personas(settings.personas_path, system_prompt=settings.system_prompt, tools=tools)
 
 
-def flow_runner(settings: Settings, catalog: PersonaCatalog, base: Foundation) -> FlowRunner | None:
-    """Runs the catalog's flows; None when it has none."""
+def flow_runner(
+    settings: Settings,
+    catalog: PersonaCatalog,
+    client: aioredis.Redis,
+    interpreter: StructuredModel | None = None,
+) -> FlowRunner | None:
+    """Runs the catalog's flows (``interpreter`` reads ambiguous answers; None: such an
+    answer is asked again); None when the catalog has no flows."""
     if not catalog.flows:
         return None
+    keys = RedisKeys(prefix=settings.redis_key_prefix)
     return FlowRunner(
         flows=catalog.flows,
-        client=base.redis,
-        keys=RedisKeys(prefix=settings.redis_key_prefix),
+        client=client,
+        keys=keys,
+        schedule=RedisConversationSchedule(client=client, name=keys.flows()),
         ttl_seconds=settings.flow_ttl_seconds,
-        interpreter=base.model,
+        interpreter=interpreter,
     )
 
 
-def tool_round_schedule(settings: Settings, client: aioredis.Redis) -> RedisToolRounds:
-    return RedisToolRounds(client=client, keys=RedisKeys(prefix=settings.redis_key_prefix))
+def tool_round_schedule(settings: Settings, client: aioredis.Redis) -> RedisConversationSchedule:
+    keys = RedisKeys(prefix=settings.redis_key_prefix)
+    return RedisConversationSchedule(client=client, name=keys.tool_rounds())
 
 
 def progress_store(settings: Settings, client: aioredis.Redis) -> RedisMemoryProgress:
@@ -349,7 +358,7 @@ def build_service(
     store = memory_store(settings, base.redis)
     replies = RabbitReplies(metrics=base.metrics)
     catalog = personas(settings)
-    flows = flow_runner(settings, catalog, base)
+    flows = flow_runner(settings, catalog, base.redis, base.model)
     context = GraphContext(
         memory=store,
         model=base.model,
@@ -479,7 +488,7 @@ def build_worker(
         publish=consumer.publish_event,
         metrics=base.metrics,
     )
-    flows = flow_runner(settings, catalog, base)
+    flows = flow_runner(settings, catalog, base.redis, base.model)
     flow_expiry = (
         FlowExpiry(
             runner=flows,

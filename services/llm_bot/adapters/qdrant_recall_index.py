@@ -45,7 +45,7 @@ from llm_bot.adapters.qdrant_points import (
     payload,
     point_id,
 )
-from llm_bot.adapters.redis_erasure import generation
+from llm_bot.adapters.redis_erasure import current_generation
 from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.config import Settings
@@ -306,8 +306,7 @@ class QdrantRecallIndex:
             return count
 
     async def _check_mark(self, tenant_id: str, user_id: str, erasure: str) -> None:
-        mark = await self._redis.hgetall(self._keys.erasure(tenant_id, user_id))
-        if generation(mark) != erasure:
+        if await current_generation(self._redis, self._keys, tenant_id, user_id) != erasure:
             raise ErasedMeanwhile("index write refused: the user was erased meanwhile")
 
 

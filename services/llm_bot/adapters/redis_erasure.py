@@ -56,6 +56,14 @@ def generation(mark: Mapping[Any, Any], *, now: float | None = None) -> str:
     return bytes(gen).decode()
 
 
+async def current_generation(
+    client: aioredis.Redis, keys: RedisKeys, tenant_id: str, user_id: str
+) -> str:
+    """The user's erasure generation as it is now (one ``HGETALL`` of the mark); raises
+    ``ErasedMeanwhile`` while an erasure of the user is in progress."""
+    return generation(await client.hgetall(keys.erasure(tenant_id, user_id)))
+
+
 @redis_failures_retryable
 class ErasureMarks:
     """Starts and ends erasures (the eraser's side of the mark)."""

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from redis.asyncio.client import Pipeline
 from redis.exceptions import WatchError
 
-from llm_bot.adapters.redis_erasure import NO_ERASURE, generation
+from llm_bot.adapters.redis_erasure import NO_ERASURE, current_generation
 from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys, parse_user_member, user_member
 from llm_bot.errors import ErasedMeanwhile, MemoryUnavailable
@@ -162,7 +162,7 @@ class RedisLongTermStore:
         """Take what ``conversation_id`` contributed out of long-term memory
         (:func:`prune_conversation`) and rebuild the bundle. Written under the user's
         current erasure generation, in one transaction over the long-term hashes."""
-        erasure = generation(await self._redis.hgetall(self._keys.erasure(tenant_id, user_id)))
+        erasure = await current_generation(self._redis, self._keys, tenant_id, user_id)
         pruning = ConversationPruning()
 
         async def prune(pipe: Pipeline) -> Queue:

@@ -8,7 +8,7 @@ from typing import cast
 
 import redis.asyncio as aioredis
 
-from llm_bot.adapters.redis_erasure import generation, mark_changed
+from llm_bot.adapters.redis_erasure import current_generation, mark_changed
 from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys, activity_member, parse_activity_member
 from llm_bot.adapters.redis_memory import MAX_SEQ_PER_TURN
@@ -89,8 +89,7 @@ class RedisMemoryProgress:
         """The user's erasure generation: read it before reading their memory and pass it
         to every write, which is refused if it changed in between. Raises the retryable
         ``ErasedMeanwhile`` while an erasure of the user is in progress."""
-        mark = await self._redis.hgetall(self._keys.erasure(tenant_id, user_id))
-        return generation(mark)
+        return await current_generation(self._redis, self._keys, tenant_id, user_id)
 
     async def exists(self, key: ConversationKey) -> bool:
         """Whether the conversation has memory (its meta) at all."""

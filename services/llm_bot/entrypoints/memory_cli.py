@@ -7,8 +7,8 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.bootstrap import (
+    flow_runner,
     long_term_store,
     memory_store,
     personas,
@@ -19,7 +19,6 @@ from llm_bot.bootstrap import (
 from llm_bot.config import Settings
 from llm_bot.memory.working import ConversationKey
 from llm_bot.service.erasure import Eraser
-from llm_bot.service.flow_runner import FlowRunner
 
 
 async def show_memory(settings: Settings, key: ConversationKey) -> dict[str, Any]:
@@ -137,15 +136,9 @@ async def _running_flow(
     settings: Settings, client: aioredis.Redis, key: ConversationKey
 ) -> dict[str, Any] | None:
     """The conversation's flow as checkpointed (``LLM_BOT_PERSONAS_PATH``'s flows), or None."""
-    catalog = personas(settings)
-    if not catalog.flows:
+    runner = flow_runner(settings, personas(settings), client)
+    if runner is None:
         return None
-    runner = FlowRunner(
-        flows=catalog.flows,
-        client=client,
-        keys=RedisKeys(prefix=settings.redis_key_prefix),
-        ttl_seconds=settings.flow_ttl_seconds,
-    )
     state = await runner.state(key)
     if state is None:
         return None

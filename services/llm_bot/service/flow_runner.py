@@ -21,7 +21,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, cast
+from typing import Any, Literal, Protocol, cast
 
 import redis.asyncio as aioredis
 import structlog
@@ -29,10 +29,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
 from llm_bot.adapters.redis_checkpointer import RedisCheckpointSaver
-from llm_bot.adapters.redis_erasure import generation
+from llm_bot.adapters.redis_erasure import current_generation
 from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys, activity_member, parse_activity_member
-from llm_bot.adapters.redis_progress import ZREM_IF_DUE
 from llm_bot.contract import FlowResultV1
 from llm_bot.contract.messages import flow_result_id
 from llm_bot.errors import ErasedMeanwhile, LlmBotError
@@ -54,6 +53,16 @@ INTERPRETER_INSTRUCTIONS = (
     '{"value": <the answer>} where the answer has the type the question asks for, or '
     '{"value": null} when the reply does not clearly answer the question. Never guess.'
 )
+
+
+class ConversationSchedule(Protocol):
+    async def schedule(self, key: ConversationKey, deadline: float) -> None: ...
+
+    async def unschedule(self, key: ConversationKey) -> None: ...
+
+    async def unschedule_due(self, key: ConversationKey, now: float) -> None: ...
+
+    async def due(self, now: float, limit: int = 100) -> list[ConversationKey]: ...
 
 
 @dataclass(frozen=True)
@@ -85,12 +94,15 @@ class FlowRunner:
         flows: Mapping[str, Flow],
         client: aioredis.Redis,
         keys: RedisKeys,
+        schedule: ConversationSchedule,
         ttl_seconds: int,
         interpreter: StructuredModel | None = None,
     ) -> None:
+        """``schedule``: when each running flow expires (``RedisKeys.flows``)."""
         self._flows = flows
         self._redis = client
         self._keys = keys
+        self._schedule = schedule
         self._ttl = ttl_seconds
         self._interpreter = interpreter
         self._saver = RedisCheckpointSaver(
@@ -101,7 +113,6 @@ class FlowRunner:
         self._graph = build_flow_graph(
             flows, self._saver, self._interpret if interpreter is not None else None
         )
-        self._drop_due = client.register_script(ZREM_IF_DUE)
 
     async def state(self, key: ConversationKey) -> FlowState | None:
         """The conversation's flow as last checkpointed (running or just ended), or None."""
@@ -158,7 +169,7 @@ class FlowRunner:
         await self._refuse_if_erased(key, erasure)
         if after["status"] == "running":
             deadline = datetime.fromisoformat(after["updated_at"]).timestamp() + self._ttl
-            await self._redis.zadd(self._keys.flows(), {activity_member(key): deadline})
+            await self._schedule.schedule(key, deadline)
             return FlowTurn(after["flow"], after["prompt"], replayed=replayed)
         finished_at = datetime.fromisoformat(after["updated_at"])
         status: Literal["completed", "exited"] = (
@@ -180,36 +191,31 @@ class FlowRunner:
         state = await self.state(key)
         if state is None or state["id"] == flow_id:
             await self._saver.adelete_thread(activity_member(key))
-            await self._redis.zrem(self._keys.flows(), activity_member(key))
+            await self._schedule.unschedule(key)
 
     async def expired(self, key: ConversationKey, now: datetime) -> FlowResultV1 | None:
         """The ``expired`` result of the conversation's flow if it has been waiting for a
         reply longer than the TTL by ``now`` (then publish it and ``finish``); else None,
         and the expiry entry is put right (dropped, or moved to the flow's real expiry)."""
         state = await self.state(key)
-        member = activity_member(key)
         if state is None or state["status"] != "running":
-            await self._drop_due(keys=[self._keys.flows()], args=[member, now.timestamp()])
+            await self._schedule.unschedule_due(key, now.timestamp())
             return None
         deadline = datetime.fromisoformat(state["updated_at"]).timestamp() + self._ttl
         if deadline > now.timestamp():
-            await self._redis.zadd(self._keys.flows(), {member: deadline})
+            await self._schedule.schedule(key, deadline)
             return None
         flow = self._flows.get(state["flow"])  # None: it left the personas file meanwhile
         return flow_result(flow, state, key, status="expired", finished_at=now)
 
-    async def due(self, now: float, limit: int = 100) -> list[ConversationKey]:
+    async def due(self, now: float) -> list[ConversationKey]:
         """Conversations whose flow expires by ``now``."""
-        members = cast(
-            "list[bytes]",
-            await self._redis.zrangebyscore(self._keys.flows(), "-inf", now, start=0, num=limit),
-        )
-        return [parse_activity_member(member.decode()) for member in members]
+        return await self._schedule.due(now)
 
     async def _refuse_if_erased(self, key: ConversationKey, erasure: str) -> None:
-        mark = await self._redis.hgetall(self._keys.erasure(key.tenant_id, key.user_id))
         try:
-            unchanged = generation(mark) == erasure
+            now = await current_generation(self._redis, self._keys, key.tenant_id, key.user_id)
+            unchanged = now == erasure
         except ErasedMeanwhile:
             unchanged = False
         if not unchanged:

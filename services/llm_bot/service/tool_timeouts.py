@@ -5,7 +5,7 @@ The service handles it like any result (deduplicated, serialized per conversatio
 last one continues the turn, and a real result arriving later finds its call answered and
 changes nothing.
 
-Timed by the schedule in Redis (``redis_tool_rounds.py``), not by a timer in a process:
+Timed by the schedule in Redis (``redis_schedules.py``), not by a timer in a process:
 a restart of the service or the worker loses no timeout. Event ids derive from the call,
 so a sweep repeated after a crash publishes the same events, which deduplicate.
 """
