@@ -257,10 +257,10 @@ class EventConsumer:
             if reply_to is not None:
                 await self._reply(reply_to, failed)
         else:
-            if self._after_publish is not None:
-                await self._after_publish(outcome)
             if reply_to is not None:
                 await self._reply(reply_to, essential)
+            if self._after_publish is not None:  # before the ack, after the requester's reply
+                await self._after_publish(outcome)
             await self._perform(message, jobs)
             if not essential:
                 log.info("event.acked", outcome=outcome.name)
