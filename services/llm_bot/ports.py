@@ -166,6 +166,8 @@ class RecallIndex(Protocol):
         erasure: str,
     ) -> int:
         """Add entries, or replace those whose text changed; returns how many were written.
+        Each comes with its embedding, or a matrix of them: its own first, then its
+        sentences' (``IndexEntry.embedding_texts``); its dense score is their best.
         Refused (``ErasedMeanwhile``) when the user's erasure generation is no longer
         ``erasure``; ``IndexModelMismatch`` when the index holds another model's vectors."""
         ...

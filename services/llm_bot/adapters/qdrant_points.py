@@ -14,6 +14,9 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from qdrant_client import AsyncQdrantClient
 from qdrant_client.http.exceptions import ApiException
 from qdrant_client.http.models import models as qm
@@ -107,20 +110,38 @@ def entry_of(fields: dict[str, Any]) -> IndexEntry:
 
 class Collection:
     """The collection of every user's points: created with the size of the first vectors
-    written (cosine) and its payload indexes, read and deleted by filter."""
+    written (cosine, several vectors per point compared by their best: ``MAX_SIM``) and
+    its payload indexes, read and deleted by filter.
+
+    A collection created before points had several vectors (one vector each) stays in
+    use: its points get their entry's own embedding only (``multivector`` false);
+    ``llm-bot memory reindex --rebuild`` into a new collection gives them their
+    sentences'."""
 
     def __init__(self, client: AsyncQdrantClient, name: str) -> None:
         self.client = client
         self.name = name
         self._size: int | None = None
+        self.multivector = True
+        """Whether a point holds several vectors (new collections do)."""
         self._prepared = False
 
     async def size(self) -> int | None:
         """Of its vectors; None while the collection does not exist."""
         if self._size is None and await self.client.collection_exists(self.name):
             vectors = (await self.client.get_collection(self.name)).config.params.vectors
-            self._size = vectors.size if isinstance(vectors, qm.VectorParams) else None
+            if isinstance(vectors, qm.VectorParams):
+                self._size = vectors.size
+                self.multivector = vectors.multivector_config is not None
         return self._size
+
+    def point_vector(self, vectors: npt.NDArray[np.float32]) -> list[list[float]] | list[float]:
+        """What a point stores of an entry's unit embeddings (its own first)."""
+        return vectors.tolist() if self.multivector else vectors[0].tolist()
+
+    def query_vector(self, vector: npt.NDArray[np.float32]) -> list[list[float]] | list[float]:
+        """A query's unit embedding as the collection compares it."""
+        return [vector.tolist()] if self.multivector else vector.tolist()
 
     async def prepare(self, size: int) -> int:
         """Create the collection (``size``) and its payload indexes, once per process (both
@@ -129,7 +150,14 @@ class Collection:
             if await self.size() is None:
                 with contextlib.suppress(ApiException):  # another process created it first
                     await self.client.create_collection(
-                        self.name, qm.VectorParams(size=size, distance=qm.Distance.COSINE)
+                        self.name,
+                        qm.VectorParams(
+                            size=size,
+                            distance=qm.Distance.COSINE,
+                            multivector_config=qm.MultiVectorConfig(
+                                comparator=qm.MultiVectorComparator.MAX_SIM
+                            ),
+                        ),
                     )
             for field, schema in PAYLOAD_INDEXES:
                 await self.client.create_payload_index(self.name, field, schema, wait=True)

@@ -1,8 +1,9 @@
 """The retrieval index in Qdrant (SPEC 5.7): the scale path behind ``QDRANT_URL``.
 
 One collection (``llmbot_recall``, created with the size of the first vectors written,
-cosine) holds every user's entries, one point each (``qdrant_points.py``); every request
-is filtered by tenant and user.
+cosine) holds every user's entries, one point each with the entry's embeddings (its own
+and its sentences', compared by the best: ``qdrant_points.py``); every request is filtered
+by tenant and user.
 
 Search ranks as ``RedisRecallIndex`` does, with the pieces of ``hybrid_search.py``, but the
 vectors stay in Qdrant: its cosine search over the user's points of the query's model (at
@@ -62,6 +63,7 @@ from llm_bot.memory.hybrid_search import (
     rank,
     speaker_ranking,
     unit,
+    unit_rows,
 )
 from llm_bot.memory.recall_items import SEPARATOR, IndexEntry, SearchHit
 from llm_bot.memory.working import ConversationKey
@@ -113,10 +115,10 @@ class QdrantRecallIndex:
         if not entries:
             return 0
         await self._check_mark(tenant_id, user_id, erasure)
-        latest = {point_id(tenant_id, user_id, e.id): (e, v) for e, v in entries}
+        latest = {point_id(tenant_id, user_id, e.id): (e, unit_rows(v)) for e, v in entries}
         with _translated("write"):
-            size = await self._points.prepare(len(entries[0][1]))
-            if any(len(vector) != size for _, vector in entries):
+            size = await self._points.prepare(next(iter(latest.values()))[1].shape[1])
+            if any(vectors.shape[1] != size for _, vectors in latest.values()):
                 raise IndexModelMismatch("the index holds vectors of another size (reindex)")
             other = of_user(tenant_id, user_id, must_not=[field_is("model", model)])
             if (await self._client.scroll(self._name, other, limit=1, with_payload=False))[0]:
@@ -132,7 +134,7 @@ class QdrantRecallIndex:
             points = [
                 qm.PointStruct(
                     id=p,
-                    vector=unit(latest[p][1]).tolist(),
+                    vector=self._points.point_vector(latest[p][1]),
                     payload=payload(tenant_id, user_id, latest[p][0], model),
                 )
                 for p in changed
@@ -242,7 +244,7 @@ class QdrantRecallIndex:
         excluded = [field_in("source_id", [*query.exclude])] if query.exclude else None
         response = await self._client.query_points(
             self._name,
-            query=vector.tolist(),
+            query=self._points.query_vector(vector),
             query_filter=of_user(tenant_id, user_id, field_is("model", model), must_not=excluded),
             limit=CANDIDATES_PER_RANKING,
             score_threshold=query.min_score,
@@ -288,13 +290,7 @@ class QdrantRecallIndex:
         records = await self._points.scroll(
             of_user(tenant_id, user_id, has_id(ids)), vectors=vectors
         )
-        return {
-            str(r.id): (
-                entry_of(r.payload or {}),
-                unit(np.asarray(r.vector, np.float32)) if isinstance(r.vector, list) else None,
-            )
-            for r in records
-        }
+        return {str(r.id): (entry_of(r.payload or {}), _own_vector(r.vector)) for r in records}
 
     async def _forget(self, selected: qm.Filter) -> int:
         with _translated("delete"):
@@ -308,6 +304,14 @@ class QdrantRecallIndex:
     async def _check_mark(self, tenant_id: str, user_id: str, erasure: str) -> None:
         if await current_generation(self._redis, self._keys, tenant_id, user_id) != erasure:
             raise ErasedMeanwhile("index write refused: the user was erased meanwhile")
+
+
+def _own_vector(stored: object) -> Vector | None:
+    """An entry's own unit embedding from a point's vector(s) (the first of several)."""
+    if not isinstance(stored, list) or not stored:
+        return None
+    first = stored[0] if isinstance(stored[0], list) else stored
+    return unit(np.asarray(first, np.float32))
 
 
 def qdrant_recall_index(settings: Settings, redis_client: aioredis.Redis) -> QdrantRecallIndex:

@@ -1,7 +1,8 @@
 """The retrieval index in plain Redis (SPEC 5.7): no module, no service beyond Redis.
 
 Per user, under the user's hash tag (``RedisKeys.recall_index``): ``doc`` (entry id ->
-JSON), ``vec`` (entry id -> float16 unit embedding), ``seq`` (entry id scored by the write
+JSON), ``vec`` (entry id -> float16 unit embeddings: the entry's own, then its sentences'
+when it has several, ``v`` in its JSON saying how many in all), ``seq`` (entry id scored by the write
 that last changed it) and ``meta`` (``epoch``, ``seq``, ``model``). Writes (the memory
 worker) are Lua scripts that check the user's erasure generation like every other worker
 write; a changed entry gets a new ``seq``; a removal starts a new ``epoch``.
@@ -99,10 +100,12 @@ return {meta[1], meta[2], meta[3], full and '1' or '0', ids, docs, vecs}
 """
 
 
-def entry_json(entry: IndexEntry) -> str:
+def entry_json(entry: IndexEntry, vectors: int = 1) -> str:
+    """The stored JSON of ``entry``, which has ``vectors`` embeddings."""
     return json.dumps(
         {
             "h": entry.digest,
+            **({"v": vectors} if vectors > 1 else {}),
             "k": entry.kind,
             "t": entry.text,
             "s": entry.speaker,
@@ -119,8 +122,13 @@ def entry_json(entry: IndexEntry) -> str:
     )
 
 
-def entry_from_json(entry_id: str, raw: bytes | str) -> IndexEntry:
-    data = json.loads(raw)
+def stored_entry(entry_id: str, doc: bytes | str, vectors: bytes) -> tuple[IndexEntry, Vector]:
+    """An entry and its embeddings (one row each) as stored by :meth:`RedisRecallIndex.upsert`."""
+    data = json.loads(doc)
+    return _entry(entry_id, data), _unpack(vectors, int(data.get("v", 1)))
+
+
+def _entry(entry_id: str, data: dict[str, Any]) -> IndexEntry:
     return IndexEntry(
         id=entry_id,
         kind=data["k"],
@@ -147,7 +155,8 @@ class _Cached:
 
 class SnapshotCache:
     """The indexes this process searched lately, least recently used evicted first once
-    they hold more than ``max_entries`` entries together."""
+    they hold more than ``max_entries`` embeddings together (an entry's own and its
+    sentences', ``IndexSnapshot.weight``)."""
 
     def __init__(self, max_entries: int) -> None:
         self.max_entries = max_entries
@@ -164,10 +173,10 @@ class SnapshotCache:
         self._items.pop(scope, None)
 
     def shrink(self) -> None:
-        total = sum(len(c.snapshot) for c in self._items.values() if c.snapshot is not None)
+        total = sum(c.snapshot.weight for c in self._items.values() if c.snapshot is not None)
         while total > self.max_entries and len(self._items) > 1:
             _, oldest = self._items.popitem(last=False)
-            total -= len(oldest.snapshot) if oldest.snapshot is not None else 0
+            total -= oldest.snapshot.weight if oldest.snapshot is not None else 0
 
 
 @redis_failures_retryable
@@ -208,8 +217,9 @@ class RedisRecallIndex:
             self._key(tenant_id, user_id, part) for part in ("meta", "doc", "vec", "seq")
         ]
         args: list[Any] = [erasure, model, self._ttl, uuid.uuid4().hex]
-        for entry, vector in entries:
-            args += [entry.id, entry.digest, entry_json(entry), _pack(vector)]
+        for entry, vectors in entries:
+            rows = np.atleast_2d(np.asarray(vectors))
+            args += [entry.id, entry.digest, entry_json(entry, len(rows)), _pack(rows)]
         written = int(await self._upsert(keys=keys, args=args))
         if written == -1:
             raise ErasedMeanwhile("index write refused: the user was erased meanwhile")
@@ -283,18 +293,19 @@ class RedisRecallIndex:
             cached.snapshot = IndexSnapshot()
         cached.epoch, cached.seq, cached.model = _text(epoch), _text(seq), _text(model)
         cached.snapshot.upsert(
-            (entry_from_json(_text(entry_id), doc), _unpack(vector))
+            stored_entry(_text(entry_id), doc, vector)
             for entry_id, doc, vector in zip(ids, docs, vectors, strict=True)
             if doc is not None and vector is not None
         )
 
 
-def _pack(vector: Vector) -> bytes:
-    return np.asarray(vector, dtype=np.float16).tobytes()
+def _pack(vectors: Vector) -> bytes:
+    return np.asarray(vectors, dtype=np.float16).tobytes()
 
 
-def _unpack(raw: bytes) -> Vector:
-    return np.frombuffer(raw, dtype=np.float16).astype(np.float32)
+def _unpack(raw: bytes, rows: int) -> Vector:
+    """The ``rows`` embeddings packed in ``raw`` (one row each)."""
+    return np.frombuffer(raw, dtype=np.float16).astype(np.float32).reshape(rows, -1)
 
 
 def _text(value: bytes | str) -> str:

@@ -76,7 +76,22 @@ class IndexEntry:
     def embedding_text(self) -> str:
         """What the embedding model reads: the speaker's name leads, as questions name
         people ("What did Caroline paint?")."""
-        return f"{self.speaker}: {self.text}" if self.speaker else self.text
+        return self._spoken(self.text)
+
+    @property
+    def embedding_texts(self) -> tuple[str, ...]:
+        """Every text of the entry that gets an embedding: :attr:`embedding_text` first,
+        then, when the text has two or more sentences that are not filler, each of them
+        (speaker leading). The entry's dense score is the best cosine among them
+        (``hybrid_search.py``): one sentence of a long message can answer a question
+        that the whole message, about several things, barely resembles."""
+        sentences = [s for s in sentences_of(self.text) if not is_filler(s)]
+        if len(sentences) < 2:
+            return (self.embedding_text,)
+        return (self.embedding_text, *(self._spoken(s) for s in sentences))
+
+    def _spoken(self, text: str) -> str:
+        return f"{self.speaker}: {text}" if self.speaker else text
 
 
 def text_digest(text: str) -> str:
@@ -91,6 +106,12 @@ def speaker_of(message: ChatMessage) -> str:
 _SENTENCE_END = re.compile(r"(?<=[.!?\u3002\uff01\uff1f])\s+|\n+")
 
 
+def sentences_of(text: str) -> list[str]:
+    """The sentences of ``text`` (cut after ``.``, ``!``, ``?`` and their CJK forms, and at
+    line breaks), stripped; none blank."""
+    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+
+
 def passages(text: str, limit: int = PASSAGE_CHARS) -> list[str]:
     """``text`` in passages of at most about ``limit`` characters, cut at sentence ends
     (a sentence longer than ``limit`` is cut at spaces, or hard when it has none)."""
@@ -99,8 +120,8 @@ def passages(text: str, limit: int = PASSAGE_CHARS) -> list[str]:
         return [text] if text else []
     pieces: list[str] = []
     current = ""
-    for sentence in (s for s in _SENTENCE_END.split(text) if s.strip()):
-        for chunk in _hard_cut(sentence.strip(), limit):
+    for sentence in sentences_of(text):
+        for chunk in _hard_cut(sentence, limit):
             if current and len(current) + 1 + len(chunk) > limit:
                 pieces.append(current)
                 current = chunk

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
+import numpy as np
 import structlog
 
 from llm_bot.errors import IndexModelMismatch
@@ -43,7 +44,7 @@ from llm_bot.telemetry.metrics import Metrics
 log = structlog.get_logger(__name__)
 
 EMBED_BATCH = 32
-"""Entries embedded per call (the local model's sweet spot on a CPU)."""
+"""Entries embedded per call, with their sentences (``IndexEntry.embedding_texts``)."""
 
 
 class Indexer:
@@ -195,15 +196,20 @@ class Indexer:
         written = 0
         for start in range(0, len(entries), EMBED_BATCH):
             batch = entries[start : start + EMBED_BATCH]
+            texts = [entry.embedding_texts for entry in batch]
             cpu = time.process_time()
             vectors = await self._embedder.embed(
-                [entry.embedding_text for entry in batch], purpose="passage"
+                [text for own in texts for text in own], purpose="passage"
             )
             self._metrics.index_embed_cpu.observe((time.process_time() - cpu) / len(batch))
+            ends = np.cumsum([len(own) for own in texts])
             written += await self._index.upsert(
                 tenant_id,
                 user_id,
-                list(zip(batch, vectors, strict=True)),
+                [
+                    (entry, vectors[end - len(own) : end])
+                    for entry, own, end in zip(batch, texts, ends.tolist(), strict=True)
+                ],
                 model=self._embedder.name,
                 erasure=erasure,
             )
