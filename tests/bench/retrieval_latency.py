@@ -37,6 +37,7 @@ from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.recall_items import conversation_entries
 from llm_bot.memory.working import ConversationKey
+from llm_bot.service.indexer import embed_entries
 from llm_bot.service.retriever import RetrievalSettings, Retriever
 from llm_bot.telemetry.metrics import Metrics
 from tests.support.services import DEFAULT_REDIS_URL
@@ -112,10 +113,9 @@ async def one_size(client: aioredis.Redis, entries: int, queries: int) -> None:
     batch = conversation_entries("c1", history(entries, rng), indexed_at=time.time())
     for start in range(0, len(batch), 256):
         part = batch[start : start + 256]
-        vectors = await embedder.embed([e.embedding_text for e in part], purpose="passage")
+        embedded = await embed_entries(embedder, part)
         await index.upsert(
-            key.tenant_id, key.user_id, list(zip(part, vectors, strict=True)),
-            model=embedder.name, erasure="",
+            key.tenant_id, key.user_id, embedded, model=embedder.name, erasure=""
         )  # fmt: skip
     filled = time.perf_counter() - started
     retriever = Retriever(

@@ -5,12 +5,15 @@ while it writes (it cannot check the mark atomically), Qdrant failures as
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 from qdrant_client import AsyncQdrantClient
+from qdrant_client.http.models import models as qm
 
+from llm_bot.adapters.qdrant_points import COLLECTION
 from llm_bot.adapters.qdrant_recall_index import QdrantRecallIndex
 from llm_bot.adapters.redis_erasure import ErasureMarks
 from llm_bot.adapters.redis_keys import RedisKeys
@@ -20,7 +23,7 @@ from llm_bot.errors import ErasedMeanwhile, MemoryUnavailable
 from llm_bot.memory.hybrid_search import SearchQuery
 from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.recall_items import IndexEntry
-from tests.support.embeddings import hashed_vector
+from tests.support.embeddings import DIMENSION, hashed_vector, hashed_vectors
 from tests.support.events import new_id
 from tests.support.harness import TEST_KEY_PREFIX
 from tests.support.services import ServiceUrls
@@ -107,4 +110,43 @@ async def test_qdrant_url_selects_the_qdrant_index(
     settings = make_settings(qdrant_url="https://127.0.0.1:9", qdrant_api_key="secret")
     index = recall_index(settings, redis_client)
     assert isinstance(index, QdrantRecallIndex)
+    await index.aclose()
+
+
+async def test_a_collection_of_single_vectors_keeps_working(redis_client: aioredis.Redis) -> None:
+    """A collection created before entries had sentence embeddings (one vector per point)
+    is used as it is: entries get their own embedding only, found and compared by it."""
+    client = AsyncQdrantClient(location=":memory:")
+    await client.create_collection(
+        COLLECTION, qm.VectorParams(size=DIMENSION, distance=qm.Distance.COSINE)
+    )
+    index = QdrantRecallIndex(client=client, redis=redis_client, keys=KEYS)
+    tenant, user = new_id("t"), new_id("u")
+    camping = replace(ENTRY, text="We went camping. The kids watched the meteor shower.")
+    vectors = hashed_vectors(camping)
+    assert len(vectors) == 3
+    assert await index.upsert(tenant, user, [(camping, vectors)], model="m", erasure="") == 1
+    own = SearchQuery(vector=vectors[0], terms=[], min_score=0.99)
+    sentence = SearchQuery(vector=vectors[2], terms=[], min_score=0.99)
+    assert [h.entry.id for h in await index.search(tenant, user, own, model="m")] == [camping.id]
+    assert await index.search(tenant, user, sentence, model="m") == []
+    await index.aclose()
+
+
+async def test_a_new_collection_compares_every_embedding_of_a_point(
+    redis_client: aioredis.Redis,
+) -> None:
+    """Created by the first write: several vectors per point, compared by their best."""
+    client = AsyncQdrantClient(location=":memory:")
+    index = QdrantRecallIndex(client=client, redis=redis_client, keys=KEYS)
+    tenant, user = new_id("t"), new_id("u")
+    camping = replace(ENTRY, text="We went camping. The kids watched the meteor shower.")
+    vectors = hashed_vectors(camping)
+    await index.upsert(tenant, user, [(camping, vectors)], model="m", erasure="")
+    params = (await client.get_collection(COLLECTION)).config.params.vectors
+    assert isinstance(params, qm.VectorParams)
+    assert params.multivector_config is not None
+    sentence = SearchQuery(vector=vectors[2], terms=[], min_score=0.99)
+    hits = await index.search(tenant, user, sentence, model="m")
+    assert [h.entry.id for h in hits] == [camping.id]
     await index.aclose()

@@ -21,7 +21,7 @@ from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.recall_items import EntryKind, IndexEntry
 from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import RecallIndex
-from tests.support.embeddings import hashed_vector
+from tests.support.embeddings import hashed_vector, hashed_vectors
 from tests.support.events import new_id
 from tests.support.harness import TEST_KEY_PREFIX
 from tests.support.services import ServiceUrls
@@ -48,7 +48,7 @@ class Index:
         return await self.index.upsert(
             kwargs.pop("tenant", self.tenant),
             user or self.user,
-            [(e, hashed_vector(e.embedding_text)) for e in entries],
+            [(e, hashed_vectors(e)) for e in entries],
             model=kwargs.pop("model", MODEL),
             erasure=kwargs.pop("erasure", ""),
         )
@@ -280,7 +280,7 @@ async def test_ranking_is_the_in_memory_reference(idx: Index) -> None:
     ]
     await idx.put(*corpus)
     reference = IndexSnapshot()
-    reference.upsert((e, hashed_vector(e.embedding_text)) for e in corpus)
+    reference.upsert((e, hashed_vectors(e)) for e in corpus)
     for text in ("cat vet", "river cycling Mel", "Biscuit", "tea"):
         expected = search(reference, query(text, min_score=0.2))
         found = await idx.index.search(
@@ -309,3 +309,27 @@ async def test_a_named_speakers_words_rank_first(idx: Index) -> None:
     for text, expected in (("Did Melanie go to the lake?", "e21"), ("Caroline's pottery", "e24")):
         hits = await idx.index.search(idx.tenant, idx.user, query(text, vector=None), model=MODEL)
         assert hits[0].entry.id == f"m|c1|{expected}", text
+
+
+CAMPING = entry(
+    "m|c3|e30",
+    "We went camping by the lake. The kids watched the meteor shower all night. Then it rained.",
+    conversation="c3",
+)
+
+
+async def test_an_entry_is_found_by_its_best_sentence(idx: Index) -> None:
+    """An entry of several sentences scores the best cosine among its own embedding and its
+    sentences' (dense alone here: no keyword terms); written again as one sentence, its
+    old sentences' embeddings no longer match."""
+    await idx.put(CAMPING, BIKE)
+    sentence = hashed_vector("Caroline: The kids watched the meteor shower all night.")
+    whole = hashed_vector(CAMPING.embedding_text)
+    assert float(sentence @ whole) < 0.9
+    dense_only = {"vector": sentence, "terms": [], "min_score": 0.99}
+    hits = await idx.index.search(idx.tenant, idx.user, query("", **dense_only), model=MODEL)
+    assert [h.entry.id for h in hits] == [CAMPING.id]
+    assert hits[0].dense == pytest.approx(1.0, abs=1e-3)
+    shorter = entry(CAMPING.id, "We went camping by the lake.", conversation="c3")
+    assert await idx.put(shorter) == 1
+    assert await idx.index.search(idx.tenant, idx.user, query("", **dense_only), model=MODEL) == []

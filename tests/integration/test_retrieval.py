@@ -14,6 +14,7 @@ from llm_bot.config import Settings
 from llm_bot.entrypoints.recall_cli import reindex, show_recall
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.fake_model.memory_prompts import memory_responder
+from llm_bot.memory.hybrid_search import SearchQuery
 from llm_bot.memory.working import ConversationKey
 from llm_bot.service.indexer import Indexer
 from tests.integration.test_memory_worker import say, settled
@@ -262,3 +263,27 @@ async def test_thai_is_recalled_by_its_keywords(
     assert "กาต้มน้ำ" in ranked[0].text
     weather = [r.score for r in ranked if "อากาศ" in r.text and "กาต้มน้ำ" not in r.text]
     assert all(score < ranked[0].score for score in weather)
+
+
+async def test_the_worker_embeds_each_sentence_of_a_message(
+    retrieval_settings: Callable[..., Settings],
+) -> None:
+    """A message of several sentences is stored with its own embedding and each sentence's;
+    a query that is one of its sentences finds it by that sentence's cosine alone."""
+    settings = retrieval_settings()
+    key = ConversationKey("trs", new_id("u"), new_id("c"))
+    text = "We went camping by the lake. The kids watched the meteor shower all night."
+    async with bot(settings) as (_service, client), running_worker(settings) as worker:
+        await say(client, key, text)
+        await settled(client)
+        embedder = worker.base.embedder
+        assert embedder is not None
+        (vector,) = await embedder.embed(
+            ["user: The kids watched the meteor shower all night."], purpose="query"
+        )
+        query = SearchQuery(vector=vector, terms=[], min_score=0.99)
+        hits = await worker.base.index.search(
+            key.tenant_id, key.user_id, query, model=embedder.name
+        )
+    assert [h.entry.text for h in hits] == [text]
+    assert hits[0].dense == pytest.approx(1.0, abs=0.01)

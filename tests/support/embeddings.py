@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from llm_bot.memory.keyword_terms import keyword_terms
+from llm_bot.memory.recall_items import IndexEntry
 from llm_bot.ports import EmbeddingPurpose, Matrix
 
 DIMENSION = 64
@@ -24,6 +25,12 @@ def hashed_vector(text: str, dimension: int = DIMENSION) -> Matrix:
         vector[int.from_bytes(digest, "big") % dimension] += 1.0
     norm = float(np.linalg.norm(vector))
     return vector / norm if norm else vector
+
+
+def hashed_vectors(entry: IndexEntry, dimension: int = DIMENSION) -> Matrix:
+    """An index entry's embeddings as the indexer makes them: one row per text of
+    ``entry.embedding_texts`` (its own first, then its sentences')."""
+    return np.vstack([hashed_vector(text, dimension) for text in entry.embedding_texts])
 
 
 class HashingEmbedder:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llm_bot.memory.hybrid_search import (
     IndexSnapshot,
     SearchQuery,
     bm25_scores,
+    fuse,
     named_speakers,
     search,
     speaker_ranking,
@@ -192,3 +195,69 @@ def test_both_named_speakers_rank_as_without_the_speaker_ranking() -> None:
     both = search(index, SearchQuery(vector=None, terms=keyword_terms("Caroline Melanie pottery")))
     alone = search(index, SearchQuery(vector=None, terms=keyword_terms("pottery")))
     assert [h.entry.id for h in both][:2] == [h.entry.id for h in alone][:2]
+
+
+def sentences_entry(entry_id: str, text: str) -> tuple[IndexEntry, np.ndarray]:
+    item = entry(entry_id, text)
+    return item, np.vstack([hashed_vector(t) for t in item.embedding_texts])
+
+
+def test_an_entry_scores_the_best_cosine_of_its_sentences() -> None:
+    """Dense score = max over the entry's own embedding and its sentences'; a query that
+    resembles one sentence finds the message, and the hit is the whole message."""
+    index = IndexSnapshot()
+    index.upsert(
+        [
+            sentences_entry("e0", "We went camping. The kids watched the meteor shower all night."),
+            sentences_entry("e1", "My bicycle has a flat tyre"),
+        ]
+    )
+    sentence = hashed_vector("user: The kids watched the meteor shower all night.")
+    whole = index.vector("e0")
+    assert whole is not None
+    assert float(whole @ sentence) < 0.9
+    assert index.dense_scores(sentence)[0] == pytest.approx(1.0)
+    hits = search(index, SearchQuery(vector=sentence, terms=[], min_score=0.99))
+    assert [h.entry.text for h in hits] == [
+        "We went camping. The kids watched the meteor shower all night."
+    ]
+    assert index.weight == 2 + 2
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 7), st.integers(1, 6), st.integers(0, 10_000)),
+        min_size=1,
+        max_size=120,
+    )
+)
+def test_sentence_vectors_survive_replacement_and_compaction(
+    writes: list[tuple[int, int, int]],
+) -> None:
+    """After any sequence of writes (entries replaced with more or fewer sentences, the
+    orphaned rows compacted), every entry's dense score is the brute-force best cosine of
+    its latest embeddings, and the weight counts them."""
+    rng = np.random.default_rng(7)
+    index = IndexSnapshot(dimension=8)
+    latest: dict[str, np.ndarray] = {}
+    for key, rows, seed in writes:
+        vectors = np.random.default_rng(seed).normal(size=(rows, 8)).astype(np.float32)
+        index.upsert([(entry(f"e{key}", f"text {key}"), vectors)])
+        latest[f"e{key}"] = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    probe = rng.normal(size=8).astype(np.float32)
+    probe /= np.linalg.norm(probe)
+    scores = index.dense_scores(probe)
+    for row, item in enumerate(index.entries):
+        assert scores[row] == pytest.approx(float((latest[item.id] @ probe).max()), abs=1e-5)
+    assert index.weight == sum(len(v) for v in latest.values())
+
+
+def test_fusion_ties_go_to_the_closer_meaning() -> None:
+    """Second in one ranking and third in the other, or the reverse: the same fused score;
+    the higher dense score ranks first, whatever the rows' order."""
+    dense = np.asarray([0.0, 0.5, 0.7], dtype=np.float32)
+    keyword = np.asarray([3.0, 2.0, 1.0], dtype=np.float32)
+    fused = fuse([[0, 1, 2], [0, 2, 1]], (dense, keyword))
+    assert [row for row, _ in fused] == [0, 2, 1]
+    assert fused[1][1] == fused[2][1]

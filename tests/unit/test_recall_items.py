@@ -103,3 +103,47 @@ def test_entries_carry_their_neighbours_words() -> None:
     later = conversation_entries("c1", [q, a, nxt], indexed_at=0, first_turn=2)
     assert [e.source_id for e in later] == ["e2:user"]
     assert "waterfal" in later[0].terms
+
+
+def test_a_message_of_several_sentences_is_embedded_whole_and_by_sentence() -> None:
+    """Its own text first, then each sentence that is not filler, the speaker leading."""
+    (entry,) = message_entries(
+        "c1",
+        message("Thanks! We went camping. The kids loved the meteor shower!", name="Melanie"),
+        indexed_at=1.0,
+    )
+    assert entry.embedding_texts == (
+        "Melanie: Thanks! We went camping. The kids loved the meteor shower!",
+        "Melanie: We went camping.",
+        "Melanie: The kids loved the meteor shower!",
+    )
+
+
+def test_one_sentence_besides_filler_is_embedded_once() -> None:
+    """A single sentence (with or without filler around it) has nothing to add."""
+    for text in (
+        "We went camping last week",
+        "Thanks! We went camping.",
+        "Cool! See you at the lake",
+    ):
+        (entry,) = message_entries("c1", message(text, name="Mel"), indexed_at=1.0)
+        assert entry.embedding_texts == (entry.embedding_text,), text
+
+
+def test_long_term_items_are_embedded_by_sentence_without_a_speaker() -> None:
+    """A fact of two sentences: whole, then each (no speaker to lead)."""
+    fact = SemanticFact(
+        id="f1",
+        fact="Likes hiking. Owns a red bicycle.",
+        salience=0.5,
+        confidence=0.9,
+        created_at="2023-05-08T13:56:00+00:00",
+        updated_at="2023-05-08T13:56:00+00:00",
+    )
+    entry = long_term_entry(fact, indexed_at=1.0)
+    assert entry is not None
+    assert entry.embedding_texts == (
+        "Likes hiking. Owns a red bicycle.",
+        "Likes hiking.",
+        "Owns a red bicycle.",
+    )

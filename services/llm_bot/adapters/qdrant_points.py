@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
 from qdrant_client import AsyncQdrantClient
 from qdrant_client.http.exceptions import ApiException
 from qdrant_client.http.models import models as qm
@@ -137,11 +136,13 @@ class Collection:
 
     def point_vector(self, vectors: npt.NDArray[np.float32]) -> list[list[float]] | list[float]:
         """What a point stores of an entry's unit embeddings (its own first)."""
-        return vectors.tolist() if self.multivector else vectors[0].tolist()
+        rows: list[list[float]] = vectors.tolist()
+        return rows if self.multivector else rows[0]
 
     def query_vector(self, vector: npt.NDArray[np.float32]) -> list[list[float]] | list[float]:
         """A query's unit embedding as the collection compares it."""
-        return [vector.tolist()] if self.multivector else vector.tolist()
+        values: list[float] = vector.tolist()
+        return [values] if self.multivector else values
 
     async def prepare(self, size: int) -> int:
         """Create the collection (``size``) and its payload indexes, once per process (both

@@ -214,7 +214,7 @@ class QdrantRecallIndex:
             rankings.insert(0, rank(dense, found, CANDIDATES_PER_RANKING))
         else:  # dense search off, or the user's vectors are another model's
             query, sized = replace(query, vector=None), None
-        fused = fuse(rankings)
+        fused = fuse(rankings, (dense, keyword))
         details: Details = {}
 
         def candidate(row: int, score: float) -> Candidate:

@@ -77,7 +77,8 @@ def unit_rows(vectors: npt.ArrayLike) -> Vector:
     array = np.asarray(vectors, dtype=np.float32)
     rows = array.reshape(1, -1) if array.ndim == 1 else array.reshape(array.shape[0], -1)
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
-    return np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0)
+    scaled: Vector = np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0)
+    return scaled
 
 
 @dataclass(frozen=True)
@@ -349,9 +350,13 @@ def rank(scores: Vector, keep: npt.NDArray[np.bool_], depth: int) -> list[int]:
     return [int(r) for r in rows[order][:depth]]
 
 
-def fuse(rankings: Sequence[Sequence[int]]) -> list[tuple[int, float]]:
+def fuse(
+    rankings: Sequence[Sequence[int]], prefer: Sequence[Vector] = ()
+) -> list[tuple[int, float]]:
     """Reciprocal rank fusion of ``rankings`` (rows, best first): (row, fused score scaled
-    to (0, 1], 1 = first in every ranking), best first, ties by lower row."""
+    to (0, 1], 1 = first in every ranking), best first. Ties (one ranking's second that is
+    another's third, and the reverse) go to the higher value of the first of ``prefer``
+    (scores by row: dense, then keyword) that differs, then to the lower row."""
     listed = [np.asarray(ranking, dtype=np.int64) for ranking in rankings if len(ranking)]
     if not listed:
         return []
@@ -359,7 +364,9 @@ def fuse(rankings: Sequence[Sequence[int]]) -> list[tuple[int, float]]:
     shares = np.concatenate([1.0 / (RRF_K + np.arange(1, r.size + 1)) for r in listed])
     unique, inverse = np.unique(rows, return_inverse=True)
     fused = np.bincount(inverse, weights=shares)
-    order = np.lexsort((unique, -fused))
+    fused = np.round(fused, 12)  # a sum's last bits depend on its order; ties must be ties
+    ties = [-np.asarray(scores, dtype=np.float64)[unique] for scores in reversed(prefer)]
+    order = np.lexsort((unique, *ties, -fused))
     best = len(rankings) / (RRF_K + 1)
     return [
         (int(row), min(1.0, float(score) / best))
@@ -443,6 +450,7 @@ def search(snapshot: IndexSnapshot, query: SearchQuery) -> list[SearchHit]:
         by_speaker = speaker_ranking(keyword, allowed, snapshot.spoken_by(named))
         if by_speaker is not None:
             rankings.append(by_speaker)
+    found = np.where(dense >= query.min_score, dense, 0)  # as a vector engine reports it
     return collapse(
         (
             Candidate(
@@ -452,7 +460,7 @@ def search(snapshot: IndexSnapshot, query: SearchQuery) -> list[SearchHit]:
                 keyword=float(keyword[row]),
                 vector=snapshot.vector(snapshot.entries[row].id),
             )
-            for row, score in fuse(rankings)
+            for row, score in fuse(rankings, (found, keyword))
         ),
         query,
     )

@@ -23,6 +23,7 @@ import numpy as np
 import structlog
 
 from llm_bot.errors import IndexModelMismatch
+from llm_bot.memory.hybrid_search import Vector
 from llm_bot.memory.long_term import SemanticFact
 from llm_bot.memory.recall_items import (
     LONG_TERM_PREFIX,
@@ -45,6 +46,20 @@ log = structlog.get_logger(__name__)
 
 EMBED_BATCH = 32
 """Entries embedded per call, with their sentences (``IndexEntry.embedding_texts``)."""
+
+
+async def embed_entries(
+    embedder: Embedder, entries: Sequence[IndexEntry]
+) -> list[tuple[IndexEntry, Vector]]:
+    """Each entry with its embeddings, one call for all: a matrix whose first row is the
+    entry's own, the others its sentences' (``IndexEntry.embedding_texts``)."""
+    texts = [entry.embedding_texts for entry in entries]
+    vectors = await embedder.embed([text for own in texts for text in own], purpose="passage")
+    ends = np.cumsum([len(own) for own in texts]).tolist()
+    return [
+        (entry, vectors[end - len(own) : end])
+        for entry, own, end in zip(entries, texts, ends, strict=True)
+    ]
 
 
 class Indexer:
@@ -196,22 +211,11 @@ class Indexer:
         written = 0
         for start in range(0, len(entries), EMBED_BATCH):
             batch = entries[start : start + EMBED_BATCH]
-            texts = [entry.embedding_texts for entry in batch]
             cpu = time.process_time()
-            vectors = await self._embedder.embed(
-                [text for own in texts for text in own], purpose="passage"
-            )
+            embedded = await embed_entries(self._embedder, batch)
             self._metrics.index_embed_cpu.observe((time.process_time() - cpu) / len(batch))
-            ends = np.cumsum([len(own) for own in texts])
             written += await self._index.upsert(
-                tenant_id,
-                user_id,
-                [
-                    (entry, vectors[end - len(own) : end])
-                    for entry, own, end in zip(batch, texts, ends.tolist(), strict=True)
-                ],
-                model=self._embedder.name,
-                erasure=erasure,
+                tenant_id, user_id, embedded, model=self._embedder.name, erasure=erasure
             )
             for entry in batch:
                 self._metrics.index_entries.labels(entry.kind).inc()
