@@ -239,7 +239,7 @@ def report(results: dict[tuple[str, int], Scores], budgets: list[int]) -> None:
         header
         + " | prompt tokens mean / max | over budget | recall.search p50 / p95 ms | recall node p50 / p95 ms |"
     )
-    print("|" + "---|" * (9 + len(CATEGORIES) - 4 + 4))
+    print("|" + "---|" * (7 + len(CATEGORIES)))
     for strategy in ("llm-bot (retrieval)", "llm-bot (embeddings off)", "last-N window"):
         for budget in budgets:
             s = results.get((strategy, budget))

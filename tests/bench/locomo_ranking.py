@@ -1,0 +1,146 @@
+"""Ranking on LoCoMo without the service: a quick loop for retrieval methods (SPEC 8).
+
+Run by hand, no broker or Redis needed (the dataset at a path you give; CC BY-NC, never
+committed here)::
+
+    .venv/bin/python -m tests.bench.locomo_ranking --data ../shared/data/locomo/dev.json
+
+For each conversation, every message becomes index entries as the worker makes them
+(``conversation_entries``: one conversation per session, speaker names kept, photo
+captions appended) embedded as the worker embeds them (``embed_entries``: each entry's own
+embedding and its sentences'), in one in-memory ``IndexSnapshot``; every category 1-4
+question is searched (``hybrid_search.search``, up to 100 hits, the service's default
+minimum) and the hits are packed best first, one prompt line each, into the budget minus
+``FIXED`` tokens (the framing and the fake summarizer's episodes the service adds). Printed:
+evidence recall by budget and category, and the dense ranking's recall of evidence among
+its first 10 / 25 / 50. Baseline in the same run: the same entries with their own embedding
+only (no sentence embeddings). It predicts ``tests/bench/locomo.py`` within ~0.01.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from llm_bot.adapters.local_embedder import local_embedder
+from llm_bot.memory.hybrid_search import IndexSnapshot, SearchQuery, Vector, search
+from llm_bot.memory.keyword_terms import keyword_terms
+from llm_bot.memory.messages import ChatMessage
+from llm_bot.memory.recall_items import IndexEntry, conversation_entries
+from llm_bot.memory.tokens import TiktokenCounter
+from llm_bot.service.indexer import embed_entries
+from tests.bench.locomo_scoring import CATEGORIES, Conversation, conversations
+
+FIXED = 300
+"""Tokens of every prompt that are not recalled lines (framing, episodes, the question)."""
+MIN_SCORE = 0.45
+DEPTHS = (10, 25, 50)
+COUNTER = TiktokenCounter()
+
+
+def session_entries(conversation: Conversation) -> list[IndexEntry]:
+    entries: list[IndexEntry] = []
+    for session in conversation.sessions:
+        messages = [
+            ChatMessage(
+                id=m.dia_id,
+                role="user" if m.speaker == conversation.speaker_a else "assistant",
+                content=m.text,
+                created_at=m.created_at.isoformat(),
+                turn=n + 1,
+                seq=0,
+                name=m.speaker,
+            )
+            for n, m in enumerate(session.messages)
+        ]
+        conversation_id = f"{conversation.name}-s{session.number}"
+        entries += conversation_entries(conversation_id, messages, indexed_at=0.0)
+    return entries
+
+
+def line_tokens(entry: IndexEntry) -> int:
+    return COUNTER.count(f"- ({entry.date[:10]}, {entry.speaker}) {entry.text}")
+
+
+class Tally:
+    """Evidence recall by budget and category, and the dense ranking's recall at depth."""
+
+    def __init__(self, budgets: Sequence[int]) -> None:
+        self.packed: dict[int, dict[int, list[float]]] = {b: defaultdict(list) for b in budgets}
+        self.dense: dict[int, list[float]] = defaultdict(list)
+
+    def report(self, label: str) -> None:
+        depths = " / ".join(f"{statistics.fmean(self.dense[d]):.3f}" for d in DEPTHS)
+        print(f"\n{label}: dense ranking r@{'/'.join(map(str, DEPTHS))} = {depths}")
+        print("| budget | overall | " + " | ".join(f"cat {c}" for c in CATEGORIES) + " |")
+        print("|---" * (2 + len(CATEGORIES)) + "|")
+        for budget, by_category in self.packed.items():
+            values = [v for vs in by_category.values() for v in vs]
+            cats = " | ".join(
+                f"{statistics.fmean(by_category[c]):.3f}" if by_category.get(c) else "-"
+                for c in CATEGORIES
+            )
+            print(f"| {budget} | **{statistics.fmean(values):.3f}** | {cats} |")
+
+
+def score(
+    snapshot: IndexSnapshot,
+    conversation: Conversation,
+    questions: Sequence[Vector],
+    tally: Tally,
+) -> None:
+    for question, vector in zip(conversation.questions, questions, strict=True):
+        evidence = set(question.evidence)
+        dense = snapshot.dense_scores(vector)
+        ranked = [snapshot.entries[r].source_id for r in np.argsort(-dense, kind="stable")]
+        for depth in DEPTHS:
+            tally.dense[depth].append(len(evidence & set(ranked[:depth])) / len(evidence))
+        query = SearchQuery(
+            vector=vector, terms=keyword_terms(question.text), limit=100, min_score=MIN_SCORE
+        )
+        hits = search(snapshot, query)
+        costs = [line_tokens(h.entry) for h in hits]
+        for budget, by_category in tally.packed.items():
+            room, shown = budget - FIXED, set()
+            for hit, cost in zip(hits, costs, strict=True):
+                if cost > room:
+                    break
+                room -= cost
+                shown.add(hit.entry.source_id)
+            by_category[question.category].append(len(evidence & shown) / len(evidence))
+
+
+async def main(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:
+    embedder = local_embedder(None)
+    with_sentences, own_only = Tally(args.budgets), Tally(args.budgets)
+    for conversation in conversations(data):
+        embedded = await embed_entries(embedder, session_entries(conversation))
+        questions = await embedder.embed([q.text for q in conversation.questions], purpose="query")
+        for tally, keep in ((with_sentences, None), (own_only, 1)):
+            snapshot = IndexSnapshot()
+            snapshot.upsert((entry, vectors[:keep]) for entry, vectors in embedded)
+            score(snapshot, conversation, list(questions), tally)
+        print(f"{conversation.name}: {len(embedded)} entries", flush=True)
+    with_sentences.report("entries with their sentence embeddings (the service)")
+    own_only.report("baseline: each entry's own embedding only")
+    await embedder.aclose()
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", required=True, help="LoCoMo JSON (locomo10.json or dev.json)")
+    parser.add_argument("--budgets", type=int, nargs="+", default=[1000, 2000, 4000])
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    arguments = parse_args()
+    asyncio.run(main(arguments, json.loads(Path(arguments.data).read_text())))
