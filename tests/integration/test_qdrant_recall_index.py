@@ -113,6 +113,23 @@ async def test_qdrant_url_selects_the_qdrant_index(
     await index.aclose()
 
 
+CAMPING = replace(ENTRY, text="We went camping. The kids watched the meteor shower.")
+
+
+async def camping_found_by(
+    client: AsyncQdrantClient, redis_client: aioredis.Redis, row: int
+) -> list[str]:
+    """Write CAMPING (its own embedding and two sentences') for a new user; the ids a dense
+    search (no keywords, minimum 0.99) for its embedding ``row`` finds."""
+    index = QdrantRecallIndex(client=client, redis=redis_client, keys=KEYS)
+    tenant, user = new_id("t"), new_id("u")
+    vectors = hashed_vectors(CAMPING)
+    assert len(vectors) == 3
+    assert await index.upsert(tenant, user, [(CAMPING, vectors)], model="m", erasure="") == 1
+    dense_only = SearchQuery(vector=vectors[row], terms=[], min_score=0.99)
+    return [h.entry.id for h in await index.search(tenant, user, dense_only, model="m")]
+
+
 async def test_a_collection_of_single_vectors_keeps_working(redis_client: aioredis.Redis) -> None:
     """A collection created before entries had sentence embeddings (one vector per point)
     is used as it is: entries get their own embedding only, found and compared by it."""
@@ -120,17 +137,9 @@ async def test_a_collection_of_single_vectors_keeps_working(redis_client: aiored
     await client.create_collection(
         COLLECTION, qm.VectorParams(size=DIMENSION, distance=qm.Distance.COSINE)
     )
-    index = QdrantRecallIndex(client=client, redis=redis_client, keys=KEYS)
-    tenant, user = new_id("t"), new_id("u")
-    camping = replace(ENTRY, text="We went camping. The kids watched the meteor shower.")
-    vectors = hashed_vectors(camping)
-    assert len(vectors) == 3
-    assert await index.upsert(tenant, user, [(camping, vectors)], model="m", erasure="") == 1
-    own = SearchQuery(vector=vectors[0], terms=[], min_score=0.99)
-    sentence = SearchQuery(vector=vectors[2], terms=[], min_score=0.99)
-    assert [h.entry.id for h in await index.search(tenant, user, own, model="m")] == [camping.id]
-    assert await index.search(tenant, user, sentence, model="m") == []
-    await index.aclose()
+    assert await camping_found_by(client, redis_client, 0) == [CAMPING.id]
+    assert await camping_found_by(client, redis_client, 2) == []
+    await client.close()
 
 
 async def test_a_new_collection_compares_every_embedding_of_a_point(
@@ -138,15 +147,8 @@ async def test_a_new_collection_compares_every_embedding_of_a_point(
 ) -> None:
     """Created by the first write: several vectors per point, compared by their best."""
     client = AsyncQdrantClient(location=":memory:")
-    index = QdrantRecallIndex(client=client, redis=redis_client, keys=KEYS)
-    tenant, user = new_id("t"), new_id("u")
-    camping = replace(ENTRY, text="We went camping. The kids watched the meteor shower.")
-    vectors = hashed_vectors(camping)
-    await index.upsert(tenant, user, [(camping, vectors)], model="m", erasure="")
+    assert await camping_found_by(client, redis_client, 2) == [CAMPING.id]
     params = (await client.get_collection(COLLECTION)).config.params.vectors
     assert isinstance(params, qm.VectorParams)
     assert params.multivector_config is not None
-    sentence = SearchQuery(vector=vectors[2], terms=[], min_score=0.99)
-    hits = await index.search(tenant, user, sentence, model="m")
-    assert [h.entry.id for h in hits] == [camping.id]
-    await index.aclose()
+    await client.close()
