@@ -22,6 +22,7 @@ from llm_bot.adapters.openai_model import OpenAIChatModel
 from llm_bot.adapters.providers import provider_name, takes_prompt_cache_key
 from llm_bot.adapters.rabbit_replies import RabbitReplies
 from llm_bot.adapters.rabbit_topology import Topology
+from llm_bot.adapters.redis_fair_queue import RedisFairQueue
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.adapters.redis_lease import RedisConversationLease
 from llm_bot.adapters.redis_ltm import RedisLongTermStore
@@ -30,7 +31,7 @@ from llm_bot.adapters.redis_progress import RedisMemoryProgress
 from llm_bot.adapters.redis_recall_index import RedisRecallIndex
 from llm_bot.adapters.redis_schedules import RedisConversationSchedule
 from llm_bot.config import ConfigurationError, Settings
-from llm_bot.entrypoints.consumer import EventConsumer
+from llm_bot.entrypoints.consumer import EventConsumer, Fairness
 from llm_bot.graph.builder import build_graph
 from llm_bot.graph.state import GraphContext
 from llm_bot.memory.retention import RetentionPolicy
@@ -40,6 +41,7 @@ from llm_bot.ports import Embedder, RecallIndex, StructuredModel
 from llm_bot.service.classifier import MessageClassifier
 from llm_bot.service.compactor import Compactor
 from llm_bot.service.erasure import Eraser
+from llm_bot.service.fairness import TenantShares
 from llm_bot.service.flow_expiry import FlowExpiry
 from llm_bot.service.flow_runner import FlowRunner
 from llm_bot.service.handler import DeliveryHandler, EventHandler
@@ -247,8 +249,10 @@ class Foundation:
         prefetch: int,
         replies: RabbitReplies | None = None,
         after_publish: Callable[[Outcome], Awaitable[None]] | None = None,
+        fairness: Fairness | None = None,
     ) -> EventConsumer:
         return EventConsumer(
+            fairness=fairness,
             amqp_url=self.settings.amqp_url.get_secret_value(),
             topology=topology,
             handler=handler,
@@ -396,8 +400,31 @@ def build_service(
         prefetch=settings.prefetch,
         replies=replies,
         after_publish=handler.published,
+        fairness=fairness(settings, base.redis) if settings.fair_dispatch else None,
     )
     return Service(base=base, store=store, consumer=consumer, handler=handler)
+
+
+def fairness(settings: Settings, client: aioredis.Redis) -> Fairness:
+    """Fair dispatch of the ingress (SPEC 4 "Fairness"): the fair queue in Redis, tenant
+    shares of this replica's ``LLM_BOT_PREFETCH`` slots."""
+    return Fairness(
+        queue=RedisFairQueue(
+            client=client,
+            keys=RedisKeys(prefix=settings.redis_key_prefix),
+            lane=settings.ingress_queue,
+            lease_seconds=settings.lease_seconds,
+        ),
+        lease=conversation_lease(settings, client),
+        shares=TenantShares(
+            slots=settings.prefetch,
+            max_in_flight=settings.tenant_share(),
+            weights=settings.tenant_weight_map(),
+        ),
+        max_body_bytes=settings.max_body_bytes,
+        max_takes=settings.delivery_limit,
+        recover_every=settings.lease_seconds / 3,
+    )
 
 
 @dataclass

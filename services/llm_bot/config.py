@@ -6,6 +6,7 @@ at import time: the composition root calls :func:`load_settings` once.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -94,6 +95,11 @@ class Settings(BaseSettings):
         30.0, gt=0, validation_alias=_env("LLM_BOT_SWEEP_INTERVAL_SECONDS")
     )
     prefetch: int = Field(32, ge=1, le=65535, validation_alias=_env("LLM_BOT_PREFETCH"))
+    fair_dispatch: bool = Field(True, validation_alias=_env("LLM_BOT_FAIR_DISPATCH"))
+    tenant_max_in_flight: int | None = Field(
+        None, ge=1, le=65535, validation_alias=_env("LLM_BOT_TENANT_MAX_IN_FLIGHT")
+    )
+    tenant_weights: str = Field("", validation_alias=_env("LLM_BOT_TENANT_WEIGHTS"))
     max_attempts: int = Field(5, ge=1, le=100, validation_alias=_env("LLM_BOT_MAX_ATTEMPTS"))
     max_body_bytes: int = Field(262144, ge=1024, validation_alias=_env("LLM_BOT_MAX_BODY_BYTES"))
     retry_base_seconds: float = Field(
@@ -239,6 +245,12 @@ class Settings(BaseSettings):
         ApiKeys.parse(value)
         return value
 
+    @field_validator("tenant_weights")
+    @classmethod
+    def _tenant_weights(cls, value: str) -> str:
+        parse_tenant_weights(value)
+        return value
+
     @field_validator("dedupe_ttl_seconds")
     @classmethod
     def _dedupe_within_trace(cls, value: int, info: ValidationInfo) -> int:
@@ -277,6 +289,38 @@ class Settings(BaseSettings):
     @property
     def openai_timeout_seconds(self) -> float:
         return self.openai_timeout_ms / 1000
+
+    def tenant_share(self) -> int:
+        """Slots a tenant may hold on a replica while others wait (weight 1): the setting,
+        else a quarter of the prefetch (so four tenants can be served at full share)."""
+        return self.tenant_max_in_flight or max(1, self.prefetch // 4)
+
+    def tenant_weight_map(self) -> dict[str, float]:
+        return parse_tenant_weights(self.tenant_weights)
+
+
+def parse_tenant_weights(text: str) -> dict[str, float]:
+    """``LLM_BOT_TENANT_WEIGHTS``: ``tenant=weight`` pairs separated by commas
+    (``gold=2,trial=0.5``); a tenant not named has weight 1. ``ValueError`` says what is
+    wrong."""
+    weights: dict[str, float] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        tenant, sep, value = part.partition("=")
+        tenant = tenant.strip()
+        if not sep or not tenant:
+            raise ValueError(f"{part!r} is not tenant=weight")
+        try:
+            weight = float(value)
+        except ValueError:
+            raise ValueError(f"weight of {tenant!r} is not a number: {value.strip()!r}") from None
+        if not math.isfinite(weight) or weight <= 0:
+            raise ValueError(f"weight of {tenant!r} must be a positive number")
+        if tenant in weights:
+            raise ValueError(f"tenant {tenant!r} is named twice")
+        weights[tenant] = weight
+    return weights
 
 
 def _check_url(url: str, schemes: tuple[str, ...], example: str) -> None:

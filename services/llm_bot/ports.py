@@ -128,6 +128,10 @@ class ConversationLease(Protocol):
         store is down (both retryable)."""
         ...
 
+    def renewed(self, key: ConversationKey, token: str) -> AbstractAsyncContextManager[None]:
+        """Keep a lease taken elsewhere (with ``token``) renewed while the block runs."""
+        ...
+
 
 class Embedder(Protocol):
     """Turns texts into unit-length dense vectors (SPEC 5.7 embeddings)."""

@@ -45,6 +45,10 @@ the process: near 100% of a core means the figure is CPU-bound.
 ``--only-b`` runs (b) alone, to profile it from outside; ``--summarize`` reads the
 profile (see the "profile" section below).
 
+``--fairness-ab R`` runs (b) alone 2R times, alternating ``LLM_BOT_FAIR_DISPATCH`` off and
+on (off first), and prints the CPU per event of each and the median difference: what fair
+dispatch (hand-off to Redis, takes and completions) adds to the reply path.
+
 Queues are deleted at the end (the harness's integrator deletes the service's), and so
 are the Redis keys under this session's test prefix.
 """
@@ -426,13 +430,14 @@ async def pipeline(
     prefetch: int,
     count_redis: bool,
     fake_in_process: bool,
+    fair_dispatch: bool = True,
 ) -> PipelineRun:
     """(b) (with ``count_redis``: and (e)) or (c): the backlog through the service."""
     bodies = event_bodies(events, conversations)
     replies = Replies()
     registry = CollectorRegistry()
     async with model_endpoint(latency, in_process=fake_in_process) as base_url:
-        settings = settings_for_test(urls, base_url, prefetch=prefetch)
+        settings = settings_for_test(urls, base_url, prefetch=prefetch, fair_dispatch=fair_dispatch)
         stats = aioredis.from_url(urls.redis_url)
         try:
             before = await command_stats(stats)
@@ -859,12 +864,45 @@ def step(name: str) -> None:
     print(f"... {name}", flush=True)
 
 
+async def fairness_ab(urls: ServiceUrls, args: argparse.Namespace) -> None:
+    """(b) with fair dispatch off and on, alternating; CPU per event of each."""
+    cpu: dict[bool, list[float]] = {False: [], True: []}
+    for round_ in range(args.fairness_ab):
+        for fair in (False, True):
+            step(f"(b) round {round_ + 1}, fair dispatch {'on' if fair else 'off'}")
+            result = await pipeline(
+                urls,
+                events=args.events,
+                conversations=args.conversations,
+                latency=0.0,
+                prefetch=args.prefetch,
+                count_redis=False,
+                fake_in_process=args.fake_in_process,
+                fair_dispatch=fair,
+            )
+            cpu[fair].append(result.rate.cpu_per_event * 1000)
+            print(
+                f"    {result.rate.per_second:.1f} events/s, "
+                f"{result.rate.cpu_per_event * 1000:.2f} ms CPU/event "
+                f"{'; '.join(result.problems)}"
+            )
+    off, on = statistics.median(cpu[False]), statistics.median(cpu[True])
+    print(
+        f"fair dispatch off: {' '.join(f'{v:.2f}' for v in cpu[False])} ms CPU/event "
+        f"(median {off:.2f}); on: {' '.join(f'{v:.2f}' for v in cpu[True])} "
+        f"(median {on:.2f}); added {on - off:+.2f} ms/event ({on / off:.2f}x)"
+    )
+
+
 async def run(args: argparse.Namespace) -> None:
     urls = ServiceUrls(
         os.environ.get("AMQP_URL", DEFAULT_AMQP_URL), os.environ.get("REDIS_URL", DEFAULT_REDIS_URL)
     )
     slow_conversations = max(args.prefetch, args.latency_conversations)
     try:
+        if args.fairness_ab:
+            await fairness_ab(urls, args)
+            return
         if args.only_b:
             step(f"(b) pipeline only, instant model, {args.events} events")
             alone = await pipeline(
@@ -1114,6 +1152,13 @@ def main() -> None:
     )
     parser.add_argument(
         "--summarize", metavar="RAW", help="summarize a py-spy raw profile of --only-b; no run"
+    )
+    parser.add_argument(
+        "--fairness-ab",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="only (b), ROUNDS times with fair dispatch off then on: its cost per event",
     )
     args = parser.parse_args()
     if args.summarize:

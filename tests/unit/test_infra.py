@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 
 from llm_bot.adapters.rabbit_topology import Topology
 from llm_bot.config import Settings
@@ -325,12 +325,17 @@ def test_deployments_outlast_the_shutdown_grace_and_run_as_non_root() -> None:
             assert {"requests", "limits"} <= set(container["resources"])
 
 
-def test_keda_scales_the_deployment_on_the_ingress_queue() -> None:
-    """The KEDA rabbitmq trigger watches the ingress queue's length, host from the Secret."""
+def test_keda_scales_the_deployment_on_the_ingress_queue_and_the_fair_backlog() -> None:
+    """The KEDA rabbitmq trigger watches the ingress queue's length, host from the Secret;
+    a Prometheus trigger watches the fair queue's backlog (a metric the service exports)."""
     scaled = _k8s("ScaledObject", "llm-bot")["spec"]
     assert scaled["scaleTargetRef"]["name"] == "llm-bot"
     assert (scaled["minReplicaCount"], scaled["maxReplicaCount"]) == (1, 20)
-    (trigger,) = scaled["triggers"]
+    trigger, backlog = scaled["triggers"]
+    assert backlog["type"] == "prometheus"
+    metric = backlog["metadata"]["query"].split("(")[1].rstrip(")")
+    exported = generate_latest(Metrics(registry=CollectorRegistry()).registry).decode()
+    assert f"# TYPE {metric} gauge" in exported
     assert trigger["type"] == "rabbitmq"
     assert trigger["metadata"]["queueName"] == Topology().ingress_queue
     assert trigger["metadata"]["mode"] == "QueueLength"
@@ -438,6 +443,7 @@ def test_alert_rules_have_severity_summary_description_and_runbook() -> None:
         "LlmBotNoConsumers",
         "LlmBotDlqGrowing",
         "LlmBotStalled",
+        "LlmBotHighDwellP99",
     }
     for rule in rules:
         assert rule["labels"]["severity"] in {"warning", "critical"}

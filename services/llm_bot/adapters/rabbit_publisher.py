@@ -10,9 +10,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import aio_pika
-from aio_pika.abc import AbstractExchange, AbstractIncomingMessage
+from aio_pika.abc import AbstractExchange
 from aio_pika.exceptions import AMQPError, DeliveryError, PublishError
 
+from llm_bot.adapters.held_message import MessageLike
 from llm_bot.contract import CandidateV1, ErrorV1, FlowResultV1, InternalEventV2, MemoryJobV1
 from llm_bot.errors import PublishFailed
 
@@ -33,9 +34,7 @@ def _json_message(
     )
 
 
-def copy_message(
-    original: AbstractIncomingMessage, *, headers: Mapping[str, Any]
-) -> aio_pika.Message:
+def copy_message(original: MessageLike, *, headers: Mapping[str, Any]) -> aio_pika.Message:
     """The original body and properties, persistent, with ``headers`` instead of its own
     (dead-lettering and DLQ replay move messages without changing them)."""
     return aio_pika.Message(
@@ -131,7 +130,7 @@ class RabbitPublisher:
         await self._confirmed(self._exchange, message, self._error_rk, mandatory=False)
 
     async def dead_letter(
-        self, original: AbstractIncomingMessage, *, code: str, reason: str, attempts: int
+        self, original: MessageLike, *, code: str, reason: str, attempts: int
     ) -> None:
         """Copy the original message, body and properties unchanged, to the DLX with the
         error headers."""

@@ -66,8 +66,42 @@ class RedisKeys:
         return f"{self.user_scope(key.tenant_id, key.user_id)}:trace:{self._conv(key)}"
 
     def lease(self, key: ConversationKey) -> str:
-        """The conversation's processing lease (one holder at a time, across processes)."""
-        return f"{self.user_scope(key.tenant_id, key.user_id)}:lease:{self._conv(key)}"
+        """The conversation's processing lease (one holder at a time, across processes);
+        ``*`` (a ``memory.forget`` of all the user's conversations) has one too."""
+        return f"{self.user_scope(key.tenant_id, key.user_id)}:lease:{self._conv_or_all(key)}"
+
+    def parked(self, key: ConversationKey) -> str:
+        """List of the conversation's deliveries waiting in the fair queue, oldest first
+        (``redis_fair_queue.py``); in the user's slot, beside the lease."""
+        return f"{self.user_scope(key.tenant_id, key.user_id)}:park:{self._conv_or_all(key)}"
+
+    def parked_claims(self, key: ConversationKey) -> str:
+        """Hash: parked delivery uid -> how many times it was taken (a poison bound)."""
+        return f"{self.user_scope(key.tenant_id, key.user_id)}:parkn:{self._conv_or_all(key)}"
+
+    def fair_shard(self, lane: str, shard: int) -> str:
+        """The prefix of one shard of the fair queue's global index for one ingress queue
+        (``lane``): its ready conversations per tenant, the tenants with any, the taken
+        conversations. The shard number is the hash tag."""
+        return f"{self.prefix}:{{fair:{shard}}}:{lane.replace('{', '(').replace('}', ')')}"
+
+    def fair_tenants(self, lane: str, shard: int) -> str:
+        """Set of the tenants of the shard that have ready conversations."""
+        return f"{self.fair_shard(lane, shard)}:tenants"
+
+    def fair_ready(self, lane: str, shard: int, tenant_id: str) -> str:
+        """Sorted set of a tenant's ready conversations (member ``tenant|user|conversation``)
+        by when they may be taken."""
+        return f"{self.fair_shard(lane, shard)}:ready:{_checked(tenant_id, 'tenant_id')}"
+
+    def fair_taken(self, lane: str, shard: int) -> str:
+        """Sorted set of conversations taken for processing, by when to look at them
+        again: one whose taker died is made ready again from here."""
+        return f"{self.fair_shard(lane, shard)}:taken"
+
+    def fair_backlog(self, lane: str, shard: int) -> str:
+        """Counter of the shard's deliveries waiting or in progress (a scaling signal)."""
+        return f"{self.fair_shard(lane, shard)}:backlog"
 
     def flow(self, key: ConversationKey) -> str:
         """Hash of the checkpoints of the conversation's flow (``redis_checkpointer.py``)."""
@@ -198,3 +232,7 @@ class RedisKeys:
     @staticmethod
     def _conv(key: ConversationKey) -> str:
         return _checked(key.conversation_id, "conversation_id")
+
+    @classmethod
+    def _conv_or_all(cls, key: ConversationKey) -> str:
+        return "*" if key.conversation_id == "*" else cls._conv(key)

@@ -70,15 +70,24 @@ class RedisConversationLease:
         name = self._keys.lease(key)
         token = f"{self._holder}:{uuid.uuid4().hex}"
         await self._acquire(name, token)
-        renewer = asyncio.create_task(self._keep_renewed(name, token))
         try:
-            yield token
+            async with self.renewed(key, token):
+                yield token
+        finally:
+            with contextlib.suppress(RedisError, OSError):
+                await self._release(keys=[name], args=[token])
+
+    @asynccontextmanager
+    async def renewed(self, key: ConversationKey, token: str) -> AsyncIterator[None]:
+        """Keep a lease taken elsewhere (the fair queue takes a conversation with its
+        lease) renewed while the block runs; releasing it is the taker's."""
+        renewer = asyncio.create_task(self._keep_renewed(self._keys.lease(key), token))
+        try:
+            yield
         finally:
             renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
-            with contextlib.suppress(RedisError, OSError):
-                await self._release(keys=[name], args=[token])
 
     async def _acquire(self, name: str, token: str) -> None:
         loop = asyncio.get_running_loop()

@@ -1,10 +1,15 @@
 """The ingress consumer: deliveries → handler → broker actions.
 
 Manual acks; up to ``LLM_BOT_PREFETCH`` deliveries in flight, each processed in its own
-task. An event is acked only after its outcome's publishes are confirmed (and, for a
+task. An event is settled only after its outcome's publishes are confirmed (and, for a
 reply, after memory was committed by the graph). If acting on an outcome fails, the
-delivery is rejected without requeue, so the broker dead-letters it: nothing is lost and
+delivery is rejected without requeue, so it is dead-lettered: nothing is lost and
 nothing loops.
+
+With ``fairness`` (the ingress of ``llm-bot run``), valid deliveries are handed to the
+fair queue in Redis and acked there (``fair_dispatch.py``); what the dispatcher takes
+comes back here to be processed the same way, settled in the fair queue instead of
+RabbitMQ (``settlements.py``). Invalid deliveries are processed here at once.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import assert_never
 
 import structlog
@@ -27,12 +33,18 @@ from opentelemetry.trace import SpanKind, Tracer
 
 from llm_bot.adapters import amqp_text
 from llm_bot.adapters.amqp_text import envelope_fault, undecodable
+from llm_bot.adapters.held_message import HeldMessage
 from llm_bot.adapters.rabbit_publisher import RabbitPublisher
 from llm_bot.adapters.rabbit_replies import RabbitReplies
 from llm_bot.adapters.rabbit_topology import Topology, declare_topology
+from llm_bot.adapters.redis_fair_queue import RedisFairQueue
 from llm_bot.contract import CandidateV1, FlowResultV1, InternalEventV2, MemoryJobV1
+from llm_bot.entrypoints.fair_dispatch import FairDispatcher
+from llm_bot.entrypoints.settlements import RabbitSettlement, Settlement
 from llm_bot.entrypoints.startup import DependencyUnavailable, connect_amqp_robust
-from llm_bot.errors import PublishFailed
+from llm_bot.errors import InvalidEvent, PublishFailed
+from llm_bot.memory.working import ConversationKey
+from llm_bot.ports import ConversationLease
 from llm_bot.service.broker_actions import (
     BrokerAction,
     CopyToDeadLetters,
@@ -42,16 +54,33 @@ from llm_bot.service.broker_actions import (
     PublishJob,
     broker_actions,
 )
+from llm_bot.service.fairness import TenantShares
 from llm_bot.service.handler import Delivery, DeliveryHandler
 from llm_bot.service.outcomes import DeadLetter, EventIds, Outcome
+from llm_bot.service.parsing import parse_event
 from llm_bot.service.retry import RetryPolicy
 from llm_bot.telemetry.metrics import Metrics
 from llm_bot.telemetry.tracing import extract_context, inject_context
 
 PUBLISH_RETRY = RetryPolicy(max_attempts=3, base_delay=0.2, max_delay=2.0)
 RECONNECT_INTERVAL_SECONDS = 1.0  # aio-pika's default 5 s dominated recovery after a restart
+REDELIVERY_DELAY_SECONDS = 1.0
+"""A held delivery whose channel died is taken again after this (the broker reconnects)."""
 
 log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class Fairness:
+    """What fair dispatch needs (SPEC 4 "Fairness")."""
+
+    queue: RedisFairQueue
+    lease: ConversationLease
+    shares: TenantShares
+    max_body_bytes: int
+    max_takes: int
+    """A delivery taken this often without finishing (its takers died) is dead-lettered."""
+    recover_every: float
 
 
 class EventConsumer:
@@ -68,10 +97,13 @@ class EventConsumer:
         metrics: Metrics,
         replies: RabbitReplies | None = None,
         after_publish: Callable[[Outcome], Awaitable[None]] | None = None,
+        fairness: Fairness | None = None,
     ) -> None:
         """``after_publish``: what must follow the outcome's confirmed publishes, before the
         ack (the end of a flow: its checkpoint is deleted only once its result is out)."""
         self._after_publish = after_publish
+        self._fairness = fairness
+        self._dispatcher: FairDispatcher | None = None
         self._tracer = tracer
         self._replies = replies
         self._metrics = metrics
@@ -88,7 +120,8 @@ class EventConsumer:
 
     @property
     def in_flight(self) -> int:
-        return len(self._tasks)
+        waiting = self._dispatcher.in_flight if self._dispatcher is not None else 0
+        return len(self._tasks) + waiting
 
     async def publish_job(self, job: MemoryJobV1) -> None:
         """Publish a memory job (confirmed), for the worker's idle sweep."""
@@ -147,6 +180,18 @@ class EventConsumer:
             reply_channel = await self._connection.channel(publisher_confirms=False)
             self._replies.bind(reply_channel.default_exchange)
         self._queue = declared.ingress
+        if self._fairness is not None:
+            self._dispatcher = FairDispatcher(
+                queue=self._fairness.queue,
+                lease=self._fairness.lease,
+                shares=self._fairness.shares,
+                process=self._process_held,
+                dead_letter=self._dead_letter_copy,
+                metrics=self._metrics,
+                max_takes=self._fairness.max_takes,
+                recover_every=self._fairness.recover_every,
+            )
+            self._dispatcher.start()
         self._consumer_tag = await self._queue.consume(self._on_message, no_ack=False)
         log.info("consumer.started", queue=self._topology.ingress_queue, prefetch=self._prefetch)
 
@@ -156,6 +201,8 @@ class EventConsumer:
         if self._queue is not None and self._consumer_tag is not None:
             with contextlib.suppress(Exception):
                 await self._queue.cancel(self._consumer_tag)
+        if self._dispatcher is not None:
+            await self._dispatcher.stop(grace_seconds=grace_seconds)
         if self._tasks:
             _, pending = await asyncio.wait(set(self._tasks), timeout=grace_seconds)
             for task in pending:
@@ -168,52 +215,84 @@ class EventConsumer:
         log.info("consumer.stopped")
 
     async def _on_message(self, message: AbstractIncomingMessage) -> None:
-        task = asyncio.create_task(self._process(message))
+        held = HeldMessage.of(message, received_at=time.time())
+        fault = envelope_fault(_text_properties(message), held.headers)
+        if self._dispatcher is not None and fault is None:
+            key = self._conversation_of(held.body)
+            if key is not None:
+                self._dispatcher.offer(message, held, key)
+                return
+        settlement = RabbitSettlement(message)
+        task = asyncio.create_task(self._process_held(held, settlement, None, None, fault))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _process(self, message: AbstractIncomingMessage) -> None:
+    def _conversation_of(self, body: bytes) -> ConversationKey | None:
+        """The conversation of a valid event (None: the handler says what is wrong)."""
+        assert self._fairness is not None  # noqa: S101  # only called with fairness on
+        try:
+            event = parse_event(body, max_bytes=self._fairness.max_body_bytes)
+        except InvalidEvent:
+            return None
+        return ConversationKey(event.tenant_id, event.user_id, event.conversation_id)
+
+    async def _process_held(
+        self,
+        held: HeldMessage,
+        settlement: Settlement,
+        lease_token: str | None,
+        verdict: Outcome | None,
+        fault: str | None = None,
+    ) -> None:
+        """Handle (unless a ``verdict`` is given), act on the outcome, settle."""
         structlog.contextvars.clear_contextvars()
         started = time.perf_counter()
         self._metrics.in_flight.inc()
         try:
-            headers = dict(message.headers or {})
-            fault = envelope_fault(_text_properties(message), headers)
             with self._tracer.start_as_current_span(
                 f"process {self._topology.exchange}:{self._topology.ingress_routing_key}",
-                context=extract_context(headers),
+                context=extract_context(dict(held.headers)),
                 kind=SpanKind.CONSUMER,
-                attributes=self._consumer_attributes(message),
+                attributes=self._consumer_attributes(held),
             ) as span:
                 delivery = Delivery(
-                    body=message.body,
-                    headers=headers,
-                    redelivered=bool(message.redelivered),
+                    body=held.body,
+                    headers=held.headers,
+                    redelivered=held.redelivered,
                     fault=fault,
-                    reply_to=_reply_address(message),
+                    reply_to=_reply_address(held),
+                    lease_token=lease_token,
                 )
-                outcome = await self._handler.handle(delivery)
+                outcome = verdict or await self._handler.handle(delivery)
                 span.set_attribute("llmbot.outcome", outcome.name)
-                await self._act(message, outcome, delivery.reply_to)
+                await self._act(held, settlement, outcome, delivery.reply_to)
             code = outcome.code if isinstance(outcome, DeadLetter) else None
             self._metrics.event_done(outcome.name, time.perf_counter() - started, code=code)
         except asyncio.CancelledError:
-            with contextlib.suppress(Exception):
-                await message.nack(requeue=True)
+            await settlement.requeue()
             raise
         except Exception:
             if self._channel_closed():
-                # The delivery died with its channel: the broker redelivers it, and the
-                # processed record makes the redelivery republish the same candidate.
+                # The delivery died with its channel: it is delivered or taken again, and
+                # the processed record makes the retry republish the same candidate.
                 log.warning("delivery.left_for_redelivery", exc_info=True)
+                await settlement.requeue(delay=REDELIVERY_DELAY_SECONDS)
                 return
             log.exception("delivery.action_failed")
-            with contextlib.suppress(Exception):
-                await message.reject(requeue=False)
+            await settlement.reject()
         finally:
             self._metrics.in_flight.dec()
 
-    def _consumer_attributes(self, message: AbstractIncomingMessage) -> dict[str, str | int]:
+    async def _dead_letter_copy(self, held: HeldMessage) -> None:
+        """A held delivery whose outcome could not be acted on, to the dead letters."""
+        publisher = self._require_publisher()
+        await self._with_publish_retries(
+            lambda: publisher.dead_letter(
+                held, code="internal", reason="acting on the outcome failed", attempts=1
+            )
+        )
+
+    def _consumer_attributes(self, message: HeldMessage) -> dict[str, str | int]:
         attributes: dict[str, str | int] = {
             "messaging.system": "rabbitmq",
             "messaging.operation.type": "process",
@@ -227,12 +306,10 @@ class EventConsumer:
             attributes["messaging.message.id"] = message.message_id
         if message.correlation_id and not undecodable(message.correlation_id):
             attributes["messaging.message.conversation_id"] = message.correlation_id
-        if message.delivery_tag is not None:
-            attributes["messaging.rabbitmq.message.delivery_tag"] = message.delivery_tag
         return attributes
 
     async def _act(
-        self, message: AbstractIncomingMessage, outcome: Outcome, reply_to: str | None
+        self, message: HeldMessage, settlement: Settlement, outcome: Outcome, reply_to: str | None
     ) -> None:
         """Carry out ``broker_actions(outcome)`` (confirmed, retried briefly), then ack.
 
@@ -264,11 +341,11 @@ class EventConsumer:
             await self._perform(message, jobs)
             if not essential:
                 log.info("event.acked", outcome=outcome.name)
-        await message.ack()
+        await settlement.ack()
 
     async def _perform(
         self,
-        message: AbstractIncomingMessage,
+        message: HeldMessage,
         actions: Sequence[BrokerAction],
         reply_to: str | None = None,
     ) -> None:
@@ -376,7 +453,7 @@ def _text_properties(message: AbstractIncomingMessage) -> dict[str, object]:
     }
 
 
-def _reply_address(message: AbstractIncomingMessage) -> str | None:
+def _reply_address(message: HeldMessage) -> str | None:
     """The delivery's ``reply_to``, when it has a usable one."""
     address = message.reply_to
     if not address or undecodable(address):

@@ -59,6 +59,9 @@ class Delivery:
     """Why the properties or headers are unusable (the transport checks them), or None."""
     reply_to: str | None = None
     """The AMQP ``reply_to`` address: the reply streams there (CandidateDeltaV1) as well."""
+    lease_token: str | None = None
+    """The conversation's lease, when the delivery comes with it (the fair queue takes a
+    conversation with its lease and keeps it renewed); None: the handler takes it."""
 
 
 class DeliveryHandler(Protocol):
@@ -96,7 +99,7 @@ class EventHandler:
         self._max_body_bytes = max_body_bytes
         self._log_content = log_content
         self._locks = ConversationLocks()
-        self._handlers: dict[type, Callable[[Command], Awaitable[Outcome]]] = {
+        self._handlers: dict[type, Callable[[Command, Delivery], Awaitable[Outcome]]] = {
             ChatEvent: self._chat,
             ForgetMemory: self._forget,
             EndConversation: self._end,
@@ -119,7 +122,7 @@ class EventHandler:
                 conversation_id=event.conversation_id,
                 event_type=event.type,
             )
-            return await self._with_retries(event, ids, first_attempt(delivery), delivery.reply_to)
+            return await self._with_retries(event, ids, first_attempt(delivery), delivery)
         except Exception as exc:  # noqa: BLE001  # the one place errors become outcomes
             if ids is None:
                 ids = readable_ids(delivery.body, max_bytes=self._max_body_bytes)
@@ -152,12 +155,12 @@ class EventHandler:
         return outcome
 
     async def _with_retries(
-        self, event: InternalEventV2, ids: EventIds, attempt: int, reply_to: str | None
+        self, event: InternalEventV2, ids: EventIds, attempt: int, delivery: Delivery
     ) -> Outcome:
         key = ConversationKey(event.tenant_id, event.user_id, event.conversation_id)
         async with self._locks.hold(key):
             result = await with_retries(
-                lambda: self._dispatch(event, reply_to),
+                lambda: self._dispatch(event, delivery),
                 policy=self._retry,
                 attempt=attempt,
                 on_retry=self._on_retry,
@@ -176,35 +179,40 @@ class EventHandler:
         )
         self._metrics.retried()
 
-    async def _dispatch(self, event: InternalEventV2, reply_to: str | None) -> Outcome:
+    async def _dispatch(self, event: InternalEventV2, delivery: Delivery) -> Outcome:
         command = command_for(event)
-        if reply_to and isinstance(command, ChatEvent):
-            command = dataclasses.replace(command, reply_to=reply_to)
+        if delivery.reply_to and isinstance(command, ChatEvent):
+            command = dataclasses.replace(command, reply_to=delivery.reply_to)
         handler = self._handlers[type(command)]
-        return await handler(command)
+        return await handler(command, delivery)
 
-    async def _forget(self, command: Command) -> Outcome:
+    async def _forget(self, command: Command, _: Delivery) -> Outcome:
         assert isinstance(command, ForgetMemory)  # noqa: S101  # the table routes by type
         deleted = await self._eraser.forget(
             command.tenant_id, command.user_id, command.conversation_id
         )
         return Recorded(f"erased {deleted} keys")
 
-    async def _end(self, command: Command) -> Outcome:
+    async def _end(self, command: Command, _: Delivery) -> Outcome:
         assert isinstance(command, EndConversation)  # noqa: S101  # the table routes by type
         return Recorded("finalization queued", job=finalize_job(command.event))
 
-    async def _chat(self, command: Command) -> Outcome:
+    async def _chat(self, command: Command, delivery: Delivery) -> Outcome:
         assert isinstance(command, ChatEvent)  # noqa: S101  # the table routes by type
         text_fields = {"text": command.text} if self._log_content else {}
         log.info("event.received", prompt_chars=len(command.text), **text_fields)
-        return await self._run_graph(command)
+        return await self._run_graph(command, delivery.lease_token)
 
-    async def _run_graph(self, command: ChatEvent) -> Outcome:
-        async with self._lease.hold(command.key) as token:
+    async def _run_graph(self, command: ChatEvent, lease_token: str | None) -> Outcome:
+        if lease_token is not None:
             state = await self._graph.ainvoke(
-                {"event": command, "lease_token": token}, context=self._context
+                {"event": command, "lease_token": lease_token}, context=self._context
             )
+        else:
+            async with self._lease.hold(command.key) as token:
+                state = await self._graph.ainvoke(
+                    {"event": command, "lease_token": token}, context=self._context
+                )
         route = state["route"]
         if route == "skip":
             return Skipped("no prompt text")

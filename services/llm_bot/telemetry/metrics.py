@@ -171,6 +171,31 @@ class Metrics:
             "Unix time of the last event acked.",
             registry=registry,
         )
+        self.fair_dwell = Histogram(
+            "llmbot_dwell_seconds",
+            "Time from an event's publish (its timestamp property, else its arrival) to the "
+            "start of its processing.",
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.fair_waited = Counter(
+            "llmbot_events_waited",
+            "Events that waited in the fair queue instead of starting at once, by reason "
+            "(conversation_busy, tenant_over_share, no_slot).",
+            ["reason"],
+            registry=registry,
+        )
+        self.fair_held_back = Gauge(
+            "llmbot_tenants_held_back",
+            "Tenants with waiting work held at their share on this replica (last dispatch).",
+            registry=registry,
+        )
+        self.fair_backlog = Gauge(
+            "llmbot_fair_queue_backlog",
+            "Events in the fair queue (waiting or in progress), over every replica: the "
+            "scaling signal beside the ingress queue's length.",
+            registry=registry,
+        )
         self.build_info = Gauge(
             "llmbot_build_info",
             "Build information (value 1).",
@@ -188,6 +213,8 @@ class Metrics:
             self.retrieval_searches.labels(outcome)
         for kind in ("input", "output"):
             self.model_tokens.labels(kind)
+        for reason in ("conversation_busy", "tenant_over_share", "no_slot"):
+            self.fair_waited.labels(reason)
 
     def event_done(self, outcome: str, seconds: float, *, code: str | None = None) -> None:
         self.events.labels(outcome).inc()

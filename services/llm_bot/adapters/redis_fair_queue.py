@@ -1,0 +1,349 @@
+"""The fair queue in Redis: deliveries handed off by the ingress consumer, taken per
+conversation and per tenant (SPEC 4 "Fairness"; docs/architecture.md says why).
+
+Per conversation, in the user's slot beside its lease:
+- ``park``: the conversation's deliveries in arrival order. The head stays until its
+  processing is complete, so a replica that dies mid-event leaves it where it was.
+- the conversation's lease (the same key and tokens as ``redis_lease.py``): whoever holds
+  it processes the head. Taking a conversation is taking its lease.
+- ``parkn``: how many times each delivery was taken (a poison bound).
+
+Global, sharded by tenant over a few slots (every script touches one slot):
+- ``ready:<tenant>``: the tenant's conversations that have deliveries and no holder, by
+  when they may be taken (oldest first, so a tenant's conversations take turns);
+- ``tenants``: the tenants with ready conversations;
+- ``taken``: conversations taken, by when to look again: a taker that died stops renewing
+  its lease, and :meth:`RedisFairQueue.recover` makes its conversation ready again.
+
+Invariant: a conversation with deliveries is either held (its holder makes it ready again
+when it completes) or ready. Every gap between two scripts is covered by ``taken``.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+
+import redis.asyncio as aioredis
+
+from llm_bot.adapters.held_message import HeldMessage, decode_held, encode_held
+from llm_bot.adapters.redis_errors import redis_failures_retryable
+from llm_bot.adapters.redis_keys import RedisKeys, activity_member, parse_activity_member
+from llm_bot.memory.working import ConversationKey
+
+FAIR_SHARDS = 4
+"""Slots the global index is spread over (Redis Cluster: no node carries all of it)."""
+UID_LENGTH = 32
+RECOVER_BATCH = 500
+
+_ADMIT = """
+local n = redis.call('RPUSH', KEYS[1], ARGV[1])
+if n > 1 then return 0 end
+if ARGV[2] == '1' and redis.call('SET', KEYS[2], ARGV[3], 'NX', 'PX', ARGV[4]) then
+  redis.call('HINCRBY', KEYS[3], ARGV[5], 1)
+  return 2
+end
+return 1
+"""
+_TAKE = """
+local head = redis.call('LINDEX', KEYS[1], 0)
+if not head then return {0} end
+if not redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1} end
+local taken = redis.call('HINCRBY', KEYS[3], string.sub(head, 1, UID_LENGTH), 1)
+return {2, head, taken}
+""".replace("UID_LENGTH", str(UID_LENGTH))
+_COMPLETE = """
+local popped = 0
+local head = redis.call('LINDEX', KEYS[1], 0)
+if head and string.sub(head, 1, string.len(ARGV[2])) == ARGV[2] then
+  redis.call('LPOP', KEYS[1])
+  popped = 1
+end
+redis.call('HDEL', KEYS[3], ARGV[2])
+if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
+return {popped, redis.call('LLEN', KEYS[1])}
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
+return redis.call('LLEN', KEYS[1])
+"""
+_LOOK = """
+return {redis.call('LLEN', KEYS[1]), redis.call('PTTL', KEYS[2])}
+"""
+_READY = """
+redis.call('ZADD', KEYS[1], 'NX', ARGV[3], ARGV[2])
+redis.call('SADD', KEYS[2], ARGV[1])
+"""
+_POP = """
+local m = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0, 1)
+local left = redis.call('ZCARD', KEYS[1])
+if #m == 0 then
+  if left == 0 then redis.call('SREM', KEYS[2], ARGV[1]) end
+  return false
+end
+redis.call('ZREM', KEYS[1], m[1])
+redis.call('ZADD', KEYS[3], ARGV[3], m[1])
+if left == 1 then redis.call('SREM', KEYS[2], ARGV[1]) end
+return m[1]
+"""
+
+
+class Admitted(IntEnum):
+    """What became of a delivery handed to the queue."""
+
+    QUEUED = 0
+    """Behind others of its conversation: whoever holds or readies it will reach it."""
+    READY = 1
+    """First of its conversation, not taken: the caller makes the conversation ready."""
+    TAKEN = 2
+    """First of its conversation, and taken for the caller with the token it gave."""
+
+
+@dataclass(frozen=True)
+class Taken:
+    """A conversation's head delivery, taken with the conversation's lease."""
+
+    key: ConversationKey
+    uid: str
+    message: HeldMessage
+    token: str
+    times_taken: int
+
+
+class Busy:
+    """The conversation's lease is held outside the queue (the memory worker, a flow
+    expiry): the conversation was made ready again a little later."""
+
+
+@redis_failures_retryable
+class RedisFairQueue:
+    """Hand-off, turn-taking and recovery of deliveries, on Redis."""
+
+    def __init__(
+        self,
+        *,
+        client: aioredis.Redis,
+        keys: RedisKeys,
+        lane: str,
+        lease_seconds: float,
+        holder: str | None = None,
+        shards: int = FAIR_SHARDS,
+    ) -> None:
+        """``lane``: the ingress queue served (deployments sharing a Redis key prefix keep
+        their work apart)."""
+        self._redis = client
+        self._keys = keys
+        self._lane = lane
+        self._ttl_ms = int(lease_seconds * 1000)
+        self._holder = holder or uuid.uuid4().hex[:12]
+        self._shards = shards
+        self._admit = client.register_script(_ADMIT)
+        self._take = client.register_script(_TAKE)
+        self._complete = client.register_script(_COMPLETE)
+        self._release = client.register_script(_RELEASE)
+        self._look = client.register_script(_LOOK)
+        self._ready = client.register_script(_READY)
+        self._pop = client.register_script(_POP)
+
+    def new_token(self) -> str:
+        """A lease token of this holder (the format of ``RedisConversationLease``)."""
+        return f"{self._holder}:{uuid.uuid4().hex}"
+
+    def shard(self, tenant_id: str) -> int:
+        return zlib.crc32(tenant_id.encode()) % self._shards
+
+    async def admit(
+        self, items: Sequence[tuple[ConversationKey, HeldMessage, str | None]]
+    ) -> list[tuple[str, Admitted]]:
+        """Store deliveries at the end of their conversations, in order, in one round trip;
+        with a token, also take the conversation when the delivery is its first. Returns
+        each delivery's uid and what became of it."""
+        uids = [uuid.uuid4().hex for _ in items]
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for uid, (key, held, token) in zip(uids, items, strict=True):
+                shard = self.shard(key.tenant_id)
+                pipe.incr(self._keys.fair_backlog(self._lane, shard))
+                if token is not None:  # before the take, so a crash right after is recovered
+                    pipe.zadd(
+                        self._keys.fair_taken(self._lane, shard), {self._member(key): self._later()}
+                    )
+                await self._admit(
+                    keys=self._conversation_keys(key),
+                    args=[
+                        encode_held(uid, held),
+                        int(token is not None),
+                        token or "",
+                        self._ttl_ms,
+                        uid,
+                    ],
+                    client=pipe,
+                )
+            results = await pipe.execute()
+        admitted = [Admitted(answer) for answer in _admit_results(results, items)]
+        return list(zip(uids, admitted, strict=True))
+
+    async def make_ready(self, key: ConversationKey, *, delay: float = 0.0) -> None:
+        """The conversation may be taken (``delay`` seconds from now)."""
+        await self._mark_ready(self._redis, key, delay)
+
+    async def ready_tenants(self) -> set[str]:
+        """The tenants with ready conversations, over every shard."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for shard in range(self._shards):
+                pipe.smembers(self._keys.fair_tenants(self._lane, shard))
+            results = await pipe.execute()
+        return {m.decode() if isinstance(m, bytes) else str(m) for r in results for m in r}
+
+    async def take(self, tenant_id: str) -> Taken | Busy | None:
+        """The tenant's next ready conversation with its head delivery, under a new lease;
+        None when it has none due."""
+        shard = self.shard(tenant_id)
+        member = await self._pop(
+            keys=[
+                self._keys.fair_ready(self._lane, shard, tenant_id),
+                self._keys.fair_tenants(self._lane, shard),
+                self._keys.fair_taken(self._lane, shard),
+            ],
+            args=[tenant_id, _now_ms(), self._later()],
+        )
+        if member is None:
+            return None
+        key = parse_activity_member(member.decode() if isinstance(member, bytes) else member)
+        token = self.new_token()
+        result = await self._take(keys=self._conversation_keys(key), args=[token, self._ttl_ms])
+        if result[0] == 2:
+            uid, held = decode_held(result[1])
+            return Taken(key, uid, held, token, int(result[2]))
+        async with self._redis.pipeline(transaction=False) as pipe:
+            if result[0] == 1:
+                await self._mark_ready(pipe, key, BUSY_RETRY_SECONDS)
+            pipe.zrem(self._keys.fair_taken(self._lane, shard), self._member(key))
+            await pipe.execute()
+        return Busy() if result[0] == 1 else None
+
+    async def complete(self, taken: Taken) -> int:
+        """The head is done: remove it, give the lease back, make the conversation ready
+        again when more wait. Returns how many wait."""
+        popped, remaining = await self._complete(
+            keys=self._conversation_keys(taken.key), args=[taken.token, taken.uid]
+        )
+        await self._after(taken.key, remaining=int(remaining), popped=int(popped))
+        return int(remaining)
+
+    async def release(self, taken: Taken, *, delay: float = 0.0) -> None:
+        """Give the lease back without completing (shutdown, a broker outage): the head is
+        taken again, here or elsewhere, after ``delay`` seconds."""
+        remaining = await self._release(
+            keys=[self._keys.parked(taken.key), self._keys.lease(taken.key)], args=[taken.token]
+        )
+        await self._after(taken.key, remaining=int(remaining), popped=0, delay=delay)
+
+    async def recover(self) -> int:
+        """Conversations whose taker died (its lease expired with deliveries left) become
+        ready again; returns how many."""
+        now = _now_ms()
+        recovered = 0
+        for shard in range(self._shards):
+            taken_key = self._keys.fair_taken(self._lane, shard)
+            due = await self._redis.zrangebyscore(
+                taken_key, "-inf", now, start=0, num=RECOVER_BATCH
+            )
+            if not due:
+                continue
+            members = [_text(m) for m in due]
+            conversations = [parse_activity_member(m) for m in members]
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for key in conversations:
+                    await self._look(
+                        keys=[self._keys.parked(key), self._keys.lease(key)], client=pipe
+                    )
+                looks = await pipe.execute()
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for member, key, (waiting, pttl) in zip(members, conversations, looks, strict=True):
+                    if int(pttl) > 0:
+                        pipe.zadd(taken_key, {member: now + int(pttl)}, xx=True)
+                        continue
+                    if int(waiting) > 0:
+                        await self._mark_ready(pipe, key, 0.0)
+                        recovered += 1
+                    pipe.zrem(taken_key, member)
+                await pipe.execute()
+        return recovered
+
+    async def backlog(self) -> int:
+        """Deliveries waiting or in progress, over every shard (approximate: a replica
+        that dies between two steps leaves the count off by its in-flight work)."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for shard in range(self._shards):
+                pipe.get(self._keys.fair_backlog(self._lane, shard))
+            values = await pipe.execute()
+        return max(0, sum(int(v or 0) for v in values))
+
+    async def ready_conversations(self, tenant_id: str) -> int:
+        """How many of the tenant's conversations wait for a taker."""
+        return int(
+            await self._redis.zcard(
+                self._keys.fair_ready(self._lane, self.shard(tenant_id), tenant_id)
+            )
+        )
+
+    async def _after(
+        self, key: ConversationKey, *, remaining: int, popped: int, delay: float = 0.0
+    ) -> None:
+        shard = self.shard(key.tenant_id)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            if remaining > 0:  # ready before it leaves ``taken``: no gap
+                await self._mark_ready(pipe, key, delay)
+            pipe.zrem(self._keys.fair_taken(self._lane, shard), self._member(key))
+            if popped:
+                pipe.decr(self._keys.fair_backlog(self._lane, shard))
+            await pipe.execute()
+
+    async def _mark_ready(self, client: object, key: ConversationKey, delay: float) -> None:
+        shard = self.shard(key.tenant_id)
+        await self._ready(
+            keys=[
+                self._keys.fair_ready(self._lane, shard, key.tenant_id),
+                self._keys.fair_tenants(self._lane, shard),
+            ],
+            args=[key.tenant_id, self._member(key), _now_ms() + int(delay * 1000)],
+            client=client,  # type: ignore[arg-type]  # a pipeline or the client
+        )
+
+    def _conversation_keys(self, key: ConversationKey) -> list[str]:
+        return [self._keys.parked(key), self._keys.lease(key), self._keys.parked_claims(key)]
+
+    @staticmethod
+    def _member(key: ConversationKey) -> str:
+        return activity_member(key)
+
+    def _later(self) -> int:
+        return _now_ms() + self._ttl_ms
+
+
+BUSY_RETRY_SECONDS = 0.1
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _admit_results(
+    results: list[object], items: Sequence[tuple[ConversationKey, HeldMessage, str | None]]
+) -> list[int]:
+    """The admit scripts' answers among the pipeline's (each item: INCR, [ZADD], script)."""
+    answers: list[int] = []
+    position = 0
+    for _, _, token in items:
+        position += 2 if token is not None else 1
+        answers.append(int(results[position]))  # type: ignore[call-overload]  # the script's int
+        position += 1
+    return answers

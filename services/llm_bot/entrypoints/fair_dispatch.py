@@ -1,0 +1,279 @@
+"""Fair dispatch: deliveries leave RabbitMQ at once, and each replica takes work from the
+fair queue in Redis by tenant share and conversation turn (SPEC 4 "Fairness").
+
+- **Admission** (one loop, in delivery order): a valid delivery is stored at the end of its
+  conversation in Redis and acked; one round trip per batch. When it is the
+  conversation's first, a slot is free and its tenant is under its share, it is taken at
+  once (the fast path: no more round trips than the lease it replaces). Otherwise the
+  conversation is ready (or already queued behind its holder) and the delivery holds
+  nothing: no prefetch slot, no lease, no retry count.
+- **Dispatch** (one loop): while a slot is free, the next tenant by
+  :class:`~llm_bot.service.fairness.TenantShares` gives its oldest ready conversation,
+  whose head delivery is processed under the conversation's lease. On completion the
+  conversation goes to the back of its tenant's turn if more wait.
+- **Recovery** (one loop): conversations whose taker died are made ready again once its
+  lease lapses; the head delivery was never removed, so nothing is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import structlog
+from aio_pika.abc import AbstractIncomingMessage
+
+from llm_bot.adapters.held_message import HeldMessage
+from llm_bot.adapters.redis_fair_queue import Admitted, RedisFairQueue, Taken
+from llm_bot.entrypoints.settlements import ParkedSettlement, Settlement
+from llm_bot.errors import LlmBotError
+from llm_bot.memory.working import ConversationKey
+from llm_bot.ports import ConversationLease
+from llm_bot.service.fairness import TenantShares
+from llm_bot.service.handler import Delivery, first_attempt
+from llm_bot.service.outcomes import DeadLetter, Outcome
+from llm_bot.service.parsing import readable_ids
+from llm_bot.telemetry.metrics import Metrics
+
+log = structlog.get_logger(__name__)
+
+ADMIT_BATCH = 256
+POLL_SECONDS = 0.05
+"""How soon a replica with a free slot sees work another replica made ready."""
+ADMIT_RETRY_SECONDS = 1.0
+"""Pause before a batch Redis refused goes back to RabbitMQ (requeued, not lost)."""
+
+
+@dataclass(frozen=True)
+class Offered:
+    """A valid delivery waiting for admission."""
+
+    message: AbstractIncomingMessage
+    held: HeldMessage
+    key: ConversationKey
+
+
+ProcessHeld = Callable[[HeldMessage, Settlement, str, Outcome | None], Awaitable[None]]
+"""The consumer's processing of a taken delivery under its lease token (a verdict skips
+the handler)."""
+DeadLetterCopy = Callable[[HeldMessage], Awaitable[None]]
+
+
+class FairDispatcher:
+    """Admission, dispatch and recovery loops of one replica."""
+
+    def __init__(
+        self,
+        *,
+        queue: RedisFairQueue,
+        lease: ConversationLease,
+        shares: TenantShares,
+        process: ProcessHeld,
+        dead_letter: DeadLetterCopy,
+        metrics: Metrics,
+        max_takes: int,
+        recover_every: float,
+    ) -> None:
+        self._queue = queue
+        self._lease = lease
+        self._shares = shares
+        self._process = process
+        self._dead_letter = dead_letter
+        self._metrics = metrics
+        self._max_takes = max_takes
+        self._recover_every = recover_every
+        self._inbox: asyncio.Queue[Offered] = asyncio.Queue()
+        self._wake = asyncio.Event()
+        self._waiting: set[str] = set()
+        self._refreshed = 0.0
+        self._loops: list[asyncio.Task[None]] = []
+        self._runs: set[asyncio.Task[None]] = set()
+        self._stopping = False
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._runs) + self._inbox.qsize()
+
+    def start(self) -> None:
+        self._loops = [
+            asyncio.create_task(self._admission_loop(), name="fair-admission"),
+            asyncio.create_task(self._dispatch_loop(), name="fair-dispatch"),
+            asyncio.create_task(self._recovery_loop(), name="fair-recovery"),
+        ]
+
+    def offer(
+        self, message: AbstractIncomingMessage, held: HeldMessage, key: ConversationKey
+    ) -> None:
+        """Queue a valid delivery for admission (in delivery order)."""
+        self._inbox.put_nowait(Offered(message, held, key))
+
+    async def stop(self, *, grace_seconds: float) -> None:
+        """No more taking; what is running gets the grace period, then is released back
+        to the queue; what was not admitted goes back to RabbitMQ."""
+        self._stopping = True
+        for loop in self._loops:
+            loop.cancel()
+        await asyncio.gather(*self._loops, return_exceptions=True)
+        while not self._inbox.empty():
+            offered = self._inbox.get_nowait()
+            with contextlib.suppress(Exception):
+                await offered.message.nack(requeue=True)
+        if self._runs:
+            _, pending = await asyncio.wait(set(self._runs), timeout=grace_seconds)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+                log.warning("fair.released_on_shutdown", count=len(pending))
+
+    async def _admission_loop(self) -> None:
+        while True:
+            batch = [await self._inbox.get()]
+            while len(batch) < ADMIT_BATCH and not self._inbox.empty():
+                batch.append(self._inbox.get_nowait())
+            try:
+                await self._admit(batch)
+            except asyncio.CancelledError:
+                for offered in batch:
+                    with contextlib.suppress(Exception):
+                        await offered.message.nack(requeue=True)
+                raise
+            except Exception as exc:  # noqa: BLE001  # Redis refused: back to RabbitMQ, not lost
+                log.warning("fair.admission_failed", error=str(exc), count=len(batch))
+                await asyncio.sleep(ADMIT_RETRY_SECONDS)
+                for offered in batch:
+                    with contextlib.suppress(Exception):
+                        await offered.message.nack(requeue=True)
+
+    async def _admit(self, batch: list[Offered]) -> None:
+        tokens: list[str | None] = []
+        for offered in batch:
+            tenant = offered.key.tenant_id
+            if self._shares.free > 0 and self._shares.under_share(tenant):
+                self._shares.start(tenant)  # the slot is reserved until the answer says
+                tokens.append(self._queue.new_token())
+            else:
+                tokens.append(None)
+        try:
+            admitted = await self._queue.admit(
+                [(o.key, o.held, t) for o, t in zip(batch, tokens, strict=True)]
+            )
+        except BaseException:
+            for offered, token in zip(batch, tokens, strict=True):
+                if token is not None:
+                    self._shares.finish(offered.key.tenant_id)
+            raise
+        for offered, token, (uid, what) in zip(batch, tokens, admitted, strict=True):
+            await offered.message.ack()
+            tenant = offered.key.tenant_id
+            if what is Admitted.TAKEN and token is not None:
+                self._spawn(Taken(offered.key, uid, offered.held, token, 1))
+                continue
+            if token is not None:
+                self._shares.finish(tenant)
+            if what is Admitted.READY:
+                reason = "no_slot" if self._shares.under_share(tenant) else "tenant_over_share"
+                await self._queue.make_ready(offered.key)
+                self._waiting.add(tenant)
+                self._wake.set()
+            else:
+                reason = "conversation_busy"
+            self._metrics.fair_waited.labels(reason).inc()
+
+    async def _dispatch_loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), POLL_SECONDS)
+            self._wake.clear()
+            try:
+                await self._fill()
+            except LlmBotError as exc:
+                log.warning("fair.dispatch_failed", error=str(exc))
+                await asyncio.sleep(POLL_SECONDS)
+
+    async def _fill(self) -> None:
+        if self._shares.free <= 0:
+            return
+        now = time.monotonic()
+        if now - self._refreshed >= POLL_SECONDS:
+            self._waiting = await self._queue.ready_tenants()
+            self._refreshed = now
+        self._metrics.fair_held_back.set(len(self._shares.held_back(self._waiting)))
+        while not self._stopping:
+            tenant = self._shares.next_tenant(self._waiting)
+            if tenant is None:
+                return
+            self._shares.start(tenant)
+            try:
+                taken = await self._queue.take(tenant)
+            except BaseException:
+                self._shares.finish(tenant)
+                raise
+            if isinstance(taken, Taken):
+                self._spawn(taken)
+                continue
+            self._shares.finish(tenant)
+            self._waiting.discard(tenant)  # none due now; the next refresh brings it back
+
+    def _spawn(self, taken: Taken) -> None:
+        task = asyncio.create_task(self._run(taken))
+        self._runs.add(task)
+        task.add_done_callback(self._runs.discard)
+
+    async def _run(self, taken: Taken) -> None:
+        self._metrics.fair_dwell.observe(max(0.0, time.time() - taken.message.published_at()))
+        message = retaken(taken)
+        settlement = ParkedSettlement(
+            queue=self._queue, taken=taken, dead_letter=lambda: self._dead_letter(message)
+        )
+        try:
+            async with self._lease.renewed(taken.key, taken.token):
+                await self._process(message, settlement, taken.token, self._verdict(taken))
+        except LlmBotError as exc:  # Redis failed settling: the lease lapses, recovery retakes it
+            log.warning("fair.settle_failed", error=str(exc))
+        finally:
+            self._shares.finish(taken.key.tenant_id)
+            if settlement.remaining:  # its conversation is ready again
+                self._waiting.add(taken.key.tenant_id)
+            self._wake.set()
+
+    def _verdict(self, taken: Taken) -> Outcome | None:
+        """A dead letter for a delivery taken too often (its takers died): a poison bound."""
+        if taken.times_taken <= self._max_takes:
+            return None
+        body = taken.message.body
+        return DeadLetter(
+            code="internal",
+            message=f"taken {taken.times_taken - 1} times without finishing",
+            attempts=taken.times_taken - 1,
+            ids=readable_ids(body, max_bytes=len(body)),
+        )
+
+    async def _recovery_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._recover_every)
+            try:
+                recovered = await self._queue.recover()
+            except LlmBotError as exc:
+                log.warning("fair.recovery_failed", error=str(exc))
+                continue
+            if recovered:
+                log.warning("fair.recovered", conversations=recovered)
+                self._wake.set()
+            with contextlib.suppress(LlmBotError):
+                self._metrics.fair_backlog.set(await self._queue.backlog())
+
+
+def retaken(taken: Taken) -> HeldMessage:
+    """The delivery as its handler sees it: taken before means delivered before (its
+    attempts count on, as the broker's ``x-delivery-count`` would)."""
+    if taken.times_taken <= 1:
+        return taken.message
+    held = taken.message
+    earlier = first_attempt(Delivery(body=held.body, headers=held.headers)) - 1
+    headers = {**held.headers, "x-delivery-count": earlier + taken.times_taken - 1}
+    return dataclasses.replace(held, headers=headers, redelivered=True)

@@ -1,0 +1,82 @@
+"""How a processed delivery is let go: acked to RabbitMQ, or completed in the fair queue.
+
+The consumer acts on an outcome the same way whichever way the delivery came; only the
+last step differs, and it is one of three:
+- ``ack``: the outcome's publishes are confirmed; the delivery is done.
+- ``requeue``: processing was cut short (shutdown, the channel died); the delivery is
+  taken again later, where it was in its conversation.
+- ``reject``: acting on the outcome failed on a live channel; the delivery goes to the
+  dead letters as it is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from aio_pika.abc import AbstractIncomingMessage
+
+from llm_bot.adapters.redis_fair_queue import RedisFairQueue, Taken
+
+REQUEUE_AFTER_CHANNEL_LOSS_SECONDS = 1.0
+
+
+class Settlement(Protocol):
+    """The last step of one delivery."""
+
+    async def ack(self) -> None: ...
+    async def requeue(self, *, delay: float = 0.0) -> None: ...
+    async def reject(self) -> None: ...
+
+
+class RabbitSettlement:
+    """A delivery still held by RabbitMQ (unacked)."""
+
+    def __init__(self, message: AbstractIncomingMessage) -> None:
+        self._message = message
+
+    async def ack(self) -> None:
+        await self._message.ack()
+
+    async def requeue(self, *, delay: float = 0.0) -> None:  # the broker redelivers at once
+        with contextlib.suppress(Exception):
+            await self._message.nack(requeue=True)
+
+    async def reject(self) -> None:
+        """The queue's dead-letter exchange takes it (no requeue)."""
+        with contextlib.suppress(Exception):
+            await self._message.reject(requeue=False)
+
+
+class ParkedSettlement:
+    """A delivery the fair queue holds: RabbitMQ let it go when Redis had it."""
+
+    def __init__(
+        self,
+        *,
+        queue: RedisFairQueue,
+        taken: Taken,
+        dead_letter: Callable[[], Awaitable[None]],
+    ) -> None:
+        self._queue = queue
+        self._taken = taken
+        self._dead_letter = dead_letter
+        self.remaining: int | None = None
+        """How many deliveries of the conversation wait after this one (once acked)."""
+
+    async def ack(self) -> None:
+        self.remaining = await self._queue.complete(self._taken)
+
+    async def requeue(self, *, delay: float = 0.0) -> None:
+        await self._queue.release(self._taken, delay=delay)
+
+    async def reject(self) -> None:
+        """Copied to the dead letters ourselves (no broker delivery is left to reject);
+        kept in the queue if even that fails."""
+        try:
+            await self._dead_letter()
+        except Exception:  # nothing is lost: it stays at its conversation's head
+            await self._queue.release(self._taken, delay=REQUEUE_AFTER_CHANNEL_LOSS_SECONDS)
+            raise
+        self.remaining = await self._queue.complete(self._taken)
