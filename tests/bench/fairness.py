@@ -53,10 +53,11 @@ from pathlib import Path
 from typing import Any
 
 import aio_pika
+import aiohttp
 import redis.asyncio as aioredis
 
 from llm_bot.config import Settings
-from tests.bench.processes import fake_model_process, replicas
+from tests.bench.processes import cpu_seconds, fake_model_process, replicas
 from tests.bench.soak import log_summary
 from tests.support.events import message_event, new_id
 from tests.support.harness import TEST_KEY_PREFIX, Integrator, integrator, settings_for_test
@@ -101,6 +102,20 @@ class Outcome:
     dlq_depth: int = 0
     timed_out: bool = False
     killed: list[str] = field(default_factory=list)
+    ingress_peak: int = 0
+    ingress_empty_at: float | None = None
+    """Seconds from the noisy publish to the ingress queue's first empty sample after it."""
+    replica_cores: float = 0.0
+    """The replicas' CPU (user + system) over the run's wall time, in cores."""
+    machine_busy: float = 0.0
+    """The machine's busy share of all its CPUs over the run (``/proc/stat``)."""
+    settled_ms: list[float] = field(default_factory=list)
+    """Quiet latencies of the messages published after the ingress queue was empty again
+    and before the noisy work drained: the fair queue's share, without RabbitMQ's FIFO."""
+    slowest: list[str] = field(default_factory=list)
+    """The quiet tenant's slowest messages: latency, when published, conversation."""
+    waited: Counter[str] = field(default_factory=Counter)
+    """The replicas' ``llmbot_events_waited`` by reason (fair mode), summed at the end."""
     log_dir: Path | None = None
     log_lines: Counter[str] = field(default_factory=Counter)
 
@@ -150,6 +165,9 @@ class Run:
         self.noisy_ids = {str(e["id"]) for e in self.noisy}
         self.sent_at: dict[str, float] = {}
         """Quiet event id -> when its publish started."""
+        self.conv_of: dict[str, str] = {}
+        """Quiet event id -> its conversation."""
+        self.started = 0.0
         self.first_at: dict[str, float] = {}
         """Event id -> when its first candidate arrived."""
         self.ids_of: dict[str, set[str]] = defaultdict(set)
@@ -162,6 +180,13 @@ class Run:
         """Tenant -> event ids of the error events received."""
         self.noisy_started = 0.0
         self.killed: list[str] = []
+        self.ingress: list[tuple[float, int]] = []
+        """(time, ready messages in the ingress queue), sampled during the run."""
+        self.cpu: dict[int, tuple[float, float]] = {}
+        """Replica pid -> (first, last) CPU seconds sampled."""
+        self.machine: list[tuple[int, int]] = []
+        """(busy, total) jiffies of the machine at the run's start and end."""
+        self.wall = 0.0
 
     def noisy_events(self) -> list[dict[str, Any]]:
         if self.scenario == "burst":
@@ -214,6 +239,7 @@ class Run:
             user, conv = self.quiet_convs[sent % len(self.quiet_convs)]
             event = message_event(tenant=QUIET, user=user, conversation=conv, text=f"q {sent}")
             self.sent_at[str(event["id"])] = time.perf_counter()
+            self.conv_of[str(event["id"])] = conv
             await client.publish(event)
             sent += 1
             wake = started + sent / self.args.rate
@@ -231,6 +257,21 @@ class Run:
 
         self.noisy_started = time.perf_counter()
         await asyncio.gather(*(stream(events) for events in streams.values()))
+
+    async def sample(self, client: Integrator, procs: list[ConsumerProcess]) -> None:
+        """The ingress queue's depth and the replicas' CPU, every 0.2 s."""
+        while True:
+            with contextlib.suppress(Exception):  # a sample missed is no harm
+                depth = await client.ingress_depth()
+                self.ingress.append((time.perf_counter(), depth))
+            for proc in procs:
+                if proc.process is None or proc.process.returncode is not None:
+                    continue
+                with contextlib.suppress(OSError, IndexError, ValueError):  # just exited
+                    used = cpu_seconds(proc.process.pid)
+                    first = self.cpu.get(proc.process.pid, (used, used))[0]
+                    self.cpu[proc.process.pid] = (first, used)
+            await asyncio.sleep(0.2)
 
     async def kill_at_half(self, procs: list[ConsumerProcess]) -> None:
         while self.noisy_answered < len(self.noisy_ids) / 2:
@@ -266,12 +307,14 @@ class Run:
             asyncio.create_task(self.collect(client)),
             asyncio.create_task(self.collect_errors(client)),
             asyncio.create_task(self.quiet_load(client, stop)),
+            asyncio.create_task(self.sample(client, procs)),
         ]
         if self.noisy:
             tasks.append(asyncio.create_task(self.noisy_load(publisher)))
         if kill:
             tasks.append(asyncio.create_task(self.kill_at_half(procs)))
-        started = time.perf_counter()
+        started = self.started = time.perf_counter()
+        self.machine.append(machine_jiffies())
         timed_out = False
         try:
             while True:
@@ -286,6 +329,8 @@ class Run:
                     timed_out = True
                     break
             stop.set()
+            self.wall = time.perf_counter() - started
+            self.machine.append(machine_jiffies())
             deadline = time.perf_counter() + QUIET_TAIL_SECONDS
             while time.perf_counter() < deadline and not all(
                 i in self.first_at or i in self.dead[QUIET] for i in self.sent_at
@@ -308,6 +353,22 @@ class Run:
             mode=mode, scenario=self.scenario, quiet_ms=quiet_ms, quiet_sent=len(self.sent_at),
             quiet_dead=len(self.dead[QUIET]), timed_out=timed_out, killed=self.killed,
         )  # fmt: skip
+        result.replica_cores = sum(b - a for a, b in self.cpu.values()) / max(self.wall, 1e-9)
+        if len(self.machine) == 2:
+            (busy0, total0), (busy1, total1) = self.machine
+            result.machine_busy = (busy1 - busy0) / max(1, total1 - total0)
+        result.ingress_peak = max((d for _, d in self.ingress), default=0)
+        slow = sorted(
+            (
+                (self.first_at.get(i, float("inf")) - sent, sent, i)
+                for i, sent in self.sent_at.items()
+            ),
+            reverse=True,
+        )[:5]
+        result.slowest = [
+            f"{ms * 1000:.0f} ms, published at t={sent - self.started:.1f}s, {self.conv_of[i]}"
+            for ms, sent, i in slow
+        ]
         if not self.noisy:
             return result
         answered = [self.first_at[i] for i in self.noisy_ids if i in self.first_at]
@@ -316,6 +377,19 @@ class Run:
         result.noisy_answered = len(answered)
         result.noisy_dead = len(self.dead[NOISY] & self.noisy_ids)
         result.drain_seconds = max(answered) - self.noisy_started if answered else None
+        peak_at = next((t for t, d in self.ingress if d == result.ingress_peak), 0.0)
+        result.ingress_empty_at = next(
+            (t - self.noisy_started for t, d in self.ingress if t > peak_at and d == 0), None
+        )
+        if result.ingress_peak == 0:
+            result.ingress_empty_at = None
+        if result.ingress_empty_at is not None and answered:
+            since = self.noisy_started + result.ingress_empty_at
+            result.settled_ms = [
+                (self.first_at[i] - sent) * 1000
+                for i, sent in self.sent_at.items()
+                if since <= sent <= max(answered) and i in self.first_at
+            ]
         result.deliveries = sum(self.deliveries[c] for c in noisy_candidates)
         result.duplicate_deliveries = result.deliveries - len(noisy_candidates)
         result.two_ids = sum(1 for i in self.noisy_ids if len(self.ids_of.get(i, ())) > 1)
@@ -332,6 +406,31 @@ class Run:
                     f"doubled {doubled[:5]}"
                 )
         return result
+
+
+def machine_jiffies() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs so far (``/proc/stat``; idle and iowait idle)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    total = sum(fields[:8])  # guest time is already in user
+    return total - fields[3] - fields[4], total
+
+
+async def waited(procs: list[ConsumerProcess]) -> Counter[str]:
+    """``llmbot_events_waited`` by reason, summed over the live replicas' ``/metrics``."""
+    found: Counter[str] = Counter()
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
+        for proc in procs:
+            if proc.process is None or proc.process.returncode is not None:
+                continue
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                url = f"http://127.0.0.1:{proc.http_port}/metrics"
+                async with session.get(url) as response:
+                    text = await response.text()
+                for line in text.splitlines():
+                    if line.startswith("llmbot_events_waited_total{"):
+                        reason = line.split('reason="', 1)[1].split('"', 1)[0]
+                        found[reason] += round(float(line.rsplit(" ", 1)[1]))
+    return found
 
 
 @contextlib.asynccontextmanager
@@ -370,7 +469,7 @@ async def run_one(
     settings = settings_for_test(
         urls, model_url, prefetch=args.prefetch, fair_dispatch=mode == "fair",
         tenant_max_in_flight=args.tenant_max_in_flight, embeddings="off",
-        log_level="warning",
+        log_level=args.log_level,
         **({"lease_seconds": args.lease_seconds} if args.lease_seconds else {}),
     )  # fmt: skip
     run = Run(args, settings, scenario)
@@ -384,13 +483,16 @@ async def run_one(
         print(f"   {mode:6s} {scenario:5s}: replicas ready, logs in {log_dir}", flush=True)
         timed_out = await run.drive(client, publisher, procs, kill)
         dlq = await dead_lettered(client)
+        reasons = await waited(procs)
     result = run.outcome(mode, timed_out)
+    result.waited = reasons
     result.dlq_depth = sum(dlq.values())
     result.log_dir = log_dir
     result.log_lines = log_summary(log_dir)
     if dlq:
         print(f"      DLQ by tenant: {dict(dlq)}", flush=True)
     print(f"      {brief(result)}", flush=True)
+    print(f"      {diagnostics(result)}", flush=True)
     return result
 
 
@@ -405,6 +507,24 @@ def brief(r: Outcome) -> str:
     return line
 
 
+def diagnostics(r: Outcome) -> str:
+    """Where the time went: the ingress backlog, CPU, why events waited in the fair queue."""
+    empty = "-" if r.ingress_empty_at is None else f"{r.ingress_empty_at:.1f}s"
+    reasons = ", ".join(f"{k} {v}" for k, v in sorted(r.waited.items())) or "-"
+    after = ""
+    if r.settled_ms:
+        after = (
+            f" (quiet published after it, while the noisy work drained: p50 "
+            f"{percentile(r.settled_ms, 0.5):.0f} ms, p99 {percentile(r.settled_ms, 0.99):.0f} ms,"
+            f" n={len(r.settled_ms)})"
+        )
+    return (
+        f"ingress peak {r.ingress_peak} (empty again at {empty}{after}); replicas "
+        f"{r.replica_cores:.2f} cores; machine {r.machine_busy:.0%} busy of {os.cpu_count()} "
+        f"CPUs; fair-queue waits: {reasons}"
+    )
+
+
 def report(args: argparse.Namespace, results: dict[tuple[str, str], Outcome]) -> int:
     print(
         f"\n== fairness: 2 replicas, prefetch {args.prefetch}, tenant share "
@@ -415,7 +535,12 @@ def report(args: argparse.Namespace, results: dict[tuple[str, str], Outcome]) ->
     table(results)
     met = targets(args, results)
     correct = correctness(results)
-    print("\nreplica log lines (warning+), per run:")
+    print("\ndiagnostics (ingress: RabbitMQ ready messages sampled every 0.2 s):")
+    for (mode, scenario), r in results.items():
+        print(f"  {mode:6s} {scenario:5s}: {diagnostics(r)}")
+        for line in r.slowest[:3]:
+            print(f"      slow quiet: {line}")
+    print(f"\nreplica log lines (at --log-level {args.log_level}), per run:")
     for (mode, scenario), r in results.items():
         print(f"  {mode:6s} {scenario:5s} ({r.log_dir}):")
         for name, count in r.log_lines.most_common(12):
@@ -512,7 +637,7 @@ async def run(args: argparse.Namespace) -> int:
     try:
         async with fake_model_process(args.latency) as model_url:
             for mode in modes:
-                for scenario in SCENARIOS:
+                for scenario in args.scenarios:
                     results[mode, scenario] = await run_one(args, urls, model_url, mode, scenario)
         return report(args, results)
     finally:
@@ -540,6 +665,10 @@ def main() -> None:
     add("--timeout", type=float, default=600.0, help="for the noisy work, after --seconds")
     add("--baseline", action=argparse.BooleanOptionalAction, default=True,
         help="also run with LLM_BOT_FAIR_DISPATCH=false ('before')")  # fmt: skip
+    add("--scenarios", nargs="+", choices=SCENARIOS, default=list(SCENARIOS),
+        help="a subset to run (the targets need alone)")  # fmt: skip
+    add("--log-level", choices=("debug", "info", "warning", "error"), default="warning",
+        help="the replicas' (their logs stay in the temp dirs printed)")  # fmt: skip
     add("--kill", action="store_true", help="SIGKILL a replica mid-flood (fair mode)")
     args = parser.parse_args()
     if min(args.rate, args.seconds, args.quiet_conversations) <= 0:

@@ -30,7 +30,10 @@ async def client(service_urls: ServiceUrls) -> AsyncIterator[aioredis.Redis]:
 def _queue(client: aioredis.Redis, *, lease_seconds: float = 5.0) -> RedisFairQueue:
     lane = f"lane-{uuid.uuid4().hex[:8]}"  # each test its own global index
     return RedisFairQueue(
-        client=client, keys=RedisKeys(prefix=TEST_KEY_PREFIX), lane=lane, lease_seconds=lease_seconds
+        client=client,
+        keys=RedisKeys(prefix=TEST_KEY_PREFIX),
+        lane=lane,
+        lease_seconds=lease_seconds,
     )
 
 
@@ -162,3 +165,18 @@ async def test_lanes_keep_deployments_apart(client: aioredis.Redis) -> None:
     assert await two.ready_tenants() == set()
     assert await two.take("shared") is None
     assert (await _take(one, "shared")).message.body == b"m0"
+
+
+async def test_an_admitters_death_before_it_readied_the_conversation_is_recovered(
+    client: aioredis.Redis,
+) -> None:
+    """Stored but never made ready nor taken (the admitter died in between): the watch
+    entry written with the delivery makes recovery ready it once its lease time passed."""
+    queue = _queue(client, lease_seconds=0.2)
+    key = _conversation()
+    ((_, what),) = await queue.admit([(key, _held("m0"), None)])
+    assert what is Admitted.READY  # ...and the admitter dies before make_ready
+    assert await queue.take("t1") is None
+    await asyncio.sleep(0.3)
+    assert await queue.recover() == 1
+    assert (await _take(queue, "t1")).message.body == b"m0"

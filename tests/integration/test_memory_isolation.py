@@ -68,4 +68,11 @@ async def test_memory_forget_erases_the_user_in_the_tenant_and_nothing_else(
     erased = {k for k in before if k.startswith(f"{prefix}:{{tf_a|{user}}}".encode())}
     assert erased
     assert erased.isdisjoint(after)
-    assert (before - erased) <= after
+    kept = {k for k in before - erased if not _in_flight_state(k)}
+    assert kept <= after
+
+
+def _in_flight_state(key: bytes) -> bool:
+    """A conversation's processing state (its lease, its waiting deliveries): present
+    only while an event of it is in progress, so a snapshot may catch it."""
+    return any(part in key for part in (b":lease:", b":park:", b":parkn:"))

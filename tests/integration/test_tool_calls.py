@@ -4,6 +4,7 @@ Every prompt the fake model receives must be one a provider accepts."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from llm_bot.bootstrap import Service
 from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer, RecordedRequest, ToolCalls
 from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
@@ -74,6 +76,17 @@ class Chat:
         return message_event(
             tenant=self.tenant, user=self.user, conversation=self.conversation, **fields
         )
+
+
+async def _handled(service: Service, events: int, within: float = 10.0) -> None:
+    """Wait until the service has handled ``events`` events (acked or settled)."""
+    async with asyncio.timeout(within):
+        while sum(
+            service.metrics.registry.get_sample_value("llmbot_events_total", {"outcome": o})
+            or 0.0
+            for o in ("ok", "skip", "duplicate", "dead_lettered")
+        ) < events:
+            await asyncio.sleep(0.02)
 
 
 def chat_prompts(model: FakeModelServer) -> list[list[dict[str, Any]]]:
@@ -267,9 +280,10 @@ async def test_a_timeout_closes_missing_results_after_a_restart(
         )
         async with integrator(settings) as client, running_worker(settings) as worker:
             chat = Chat(client)
-            async with running_service(settings):
+            async with running_service(settings) as first:
                 await chat.say("order and parcel?", tools=[LOOKUP, TRACK])
                 await chat.result("fast", "packed")
+                await _handled(first, 2)  # recorded before this process stops
             async with running_service(settings):
                 assert await worker.tool_timeouts.run_once(time.time()) == 0  # not due yet
                 closed = await worker.tool_timeouts.run_once(time.time() + 2)

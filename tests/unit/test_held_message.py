@@ -16,8 +16,10 @@ _VALUES = st.recursive(
     | st.integers(min_value=-(2**62), max_value=2**62)
     | st.text(max_size=20)
     | st.binary(max_size=20),
-    lambda inner: st.lists(inner, max_size=3)
-    | st.dictionaries(st.text(min_size=1, max_size=8), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.text(min_size=1, max_size=8), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 
@@ -49,9 +51,7 @@ def test_body_headers_and_properties_round_trip(
 def test_timestamps_and_decimals_come_back_as_their_types() -> None:
     """A timestamp property and header, and a decimal header, keep their types."""
     stamp = datetime(2025, 7, 30, 10, 30, tzinfo=UTC)
-    held = HeldMessage(
-        body=b"{}", headers={"at": stamp, "price": Decimal("2.50")}, timestamp=stamp
-    )
+    held = HeldMessage(body=b"{}", headers={"at": stamp, "price": Decimal("2.50")}, timestamp=stamp)
     _, back = decode_held(encode_held("b" * 32, held))
     assert back.timestamp == stamp
     assert back.headers == {"at": stamp, "price": Decimal("2.50")}

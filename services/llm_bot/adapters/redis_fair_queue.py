@@ -167,10 +167,11 @@ class RedisFairQueue:
             for uid, (key, held, token) in zip(uids, items, strict=True):
                 shard = self.shard(key.tenant_id)
                 pipe.incr(self._keys.fair_backlog(self._lane, shard))
-                if token is not None:  # before the take, so a crash right after is recovered
-                    pipe.zadd(
-                        self._keys.fair_taken(self._lane, shard), {self._member(key): self._later()}
-                    )
+                # Watched before it is stored: if the admitter dies before it takes or
+                # readies the conversation, recovery readies it once this is due.
+                pipe.zadd(
+                    self._keys.fair_taken(self._lane, shard), {self._member(key): self._later()}
+                )
                 await self._admit(
                     keys=self._conversation_keys(key),
                     args=[
@@ -186,9 +187,12 @@ class RedisFairQueue:
         admitted = [Admitted(answer) for answer in _admit_results(results, items)]
         return list(zip(uids, admitted, strict=True))
 
-    async def make_ready(self, key: ConversationKey, *, delay: float = 0.0) -> None:
-        """The conversation may be taken (``delay`` seconds from now)."""
-        await self._mark_ready(self._redis, key, delay)
+    async def make_ready(self, *keys: ConversationKey, delay: float = 0.0) -> None:
+        """The conversations may be taken (``delay`` seconds from now); one round trip."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for key in keys:
+                await self._mark_ready(pipe, key, delay)
+            await pipe.execute()
 
     async def ready_tenants(self) -> set[str]:
         """The tenants with ready conversations, over every shard."""
@@ -248,30 +252,33 @@ class RedisFairQueue:
         now = _now_ms()
         recovered = 0
         for shard in range(self._shards):
-            taken_key = self._keys.fair_taken(self._lane, shard)
-            due = await self._redis.zrangebyscore(
-                taken_key, "-inf", now, start=0, num=RECOVER_BATCH
-            )
-            if not due:
-                continue
-            members = [_text(m) for m in due]
-            conversations = [parse_activity_member(m) for m in members]
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for key in conversations:
-                    await self._look(
-                        keys=[self._keys.parked(key), self._keys.lease(key)], client=pipe
-                    )
-                looks = await pipe.execute()
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for member, key, (waiting, pttl) in zip(members, conversations, looks, strict=True):
-                    if int(pttl) > 0:
-                        pipe.zadd(taken_key, {member: now + int(pttl)}, xx=True)
-                        continue
-                    if int(waiting) > 0:
-                        await self._mark_ready(pipe, key, 0.0)
-                        recovered += 1
-                    pipe.zrem(taken_key, member)
-                await pipe.execute()
+            while (found := await self._recover_batch(shard, now)) is not None:
+                recovered += found
+        return recovered
+
+    async def _recover_batch(self, shard: int, now: int) -> int | None:
+        """One batch of the shard's conversations due a look; None when none are due."""
+        taken_key = self._keys.fair_taken(self._lane, shard)
+        due = await self._redis.zrangebyscore(taken_key, "-inf", now, start=0, num=RECOVER_BATCH)
+        if not due:
+            return None
+        members = [_text(m) for m in due]
+        conversations = [parse_activity_member(m) for m in members]
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for key in conversations:
+                await self._look(keys=[self._keys.parked(key), self._keys.lease(key)], client=pipe)
+            looks = await pipe.execute()
+        recovered = 0
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for member, key, (waiting, pttl) in zip(members, conversations, looks, strict=True):
+                if int(pttl) > 0:  # held: look again when its lease would lapse
+                    pipe.zadd(taken_key, {member: now + int(pttl) + 1}, xx=True)
+                    continue
+                if int(waiting) > 0:
+                    await self._mark_ready(pipe, key, 0.0)
+                    recovered += 1
+                pipe.zrem(taken_key, member)
+            await pipe.execute()
         return recovered
 
     async def backlog(self) -> int:
@@ -339,11 +346,5 @@ def _now_ms() -> int:
 def _admit_results(
     results: list[object], items: Sequence[tuple[ConversationKey, HeldMessage, str | None]]
 ) -> list[int]:
-    """The admit scripts' answers among the pipeline's (each item: INCR, [ZADD], script)."""
-    answers: list[int] = []
-    position = 0
-    for _, _, token in items:
-        position += 2 if token is not None else 1
-        answers.append(int(results[position]))  # type: ignore[call-overload]  # the script's int
-        position += 1
-    return answers
+    """The admit scripts' answers among the pipeline's (each item: INCR, ZADD, script)."""
+    return [int(str(results[3 * n + 2])) for n in range(len(items))]

@@ -201,10 +201,11 @@ class EventConsumer:
         if self._queue is not None and self._consumer_tag is not None:
             with contextlib.suppress(Exception):
                 await self._queue.cancel(self._consumer_tag)
+        running = set(self._tasks)
         if self._dispatcher is not None:
-            await self._dispatcher.stop(grace_seconds=grace_seconds)
-        if self._tasks:
-            _, pending = await asyncio.wait(set(self._tasks), timeout=grace_seconds)
+            running |= await self._dispatcher.stop_taking()
+        if running:
+            _, pending = await asyncio.wait(running, timeout=grace_seconds)
             for task in pending:
                 task.cancel()
             if pending:

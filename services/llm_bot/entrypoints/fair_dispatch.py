@@ -90,6 +90,7 @@ class FairDispatcher:
         self._wake = asyncio.Event()
         self._waiting: set[str] = set()
         self._refreshed = 0.0
+        self._held_back: set[str] = set()
         self._loops: list[asyncio.Task[None]] = []
         self._runs: set[asyncio.Task[None]] = set()
         self._stopping = False
@@ -111,9 +112,10 @@ class FairDispatcher:
         """Queue a valid delivery for admission (in delivery order)."""
         self._inbox.put_nowait(Offered(message, held, key))
 
-    async def stop(self, *, grace_seconds: float) -> None:
-        """No more taking; what is running gets the grace period, then is released back
-        to the queue; what was not admitted goes back to RabbitMQ."""
+    async def stop_taking(self) -> set[asyncio.Task[None]]:
+        """No more admitting or taking; what was not admitted goes back to RabbitMQ.
+        Returns the events running now: the caller gives them the grace period (one that
+        is cancelled gives its conversation back to the queue, head first)."""
         self._stopping = True
         for loop in self._loops:
             loop.cancel()
@@ -122,13 +124,7 @@ class FairDispatcher:
             offered = self._inbox.get_nowait()
             with contextlib.suppress(Exception):
                 await offered.message.nack(requeue=True)
-        if self._runs:
-            _, pending = await asyncio.wait(set(self._runs), timeout=grace_seconds)
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.gather(*pending, return_exceptions=True)
-                log.warning("fair.released_on_shutdown", count=len(pending))
+        return set(self._runs)
 
     async def _admission_loop(self) -> None:
         while True:
@@ -150,14 +146,7 @@ class FairDispatcher:
                         await offered.message.nack(requeue=True)
 
     async def _admit(self, batch: list[Offered]) -> None:
-        tokens: list[str | None] = []
-        for offered in batch:
-            tenant = offered.key.tenant_id
-            if self._shares.free > 0 and self._shares.under_share(tenant):
-                self._shares.start(tenant)  # the slot is reserved until the answer says
-                tokens.append(self._queue.new_token())
-            else:
-                tokens.append(None)
+        tokens = [self._reserve(offered.key.tenant_id) for offered in batch]
         try:
             admitted = await self._queue.admit(
                 [(o.key, o.held, t) for o, t in zip(batch, tokens, strict=True)]
@@ -167,32 +156,49 @@ class FairDispatcher:
                 if token is not None:
                     self._shares.finish(offered.key.tenant_id)
             raise
+        ready: list[ConversationKey] = []
         for offered, token, (uid, what) in zip(batch, tokens, admitted, strict=True):
-            await offered.message.ack()
-            tenant = offered.key.tenant_id
             if what is Admitted.TAKEN and token is not None:
                 self._spawn(Taken(offered.key, uid, offered.held, token, 1))
                 continue
+            tenant = offered.key.tenant_id
             if token is not None:
                 self._shares.finish(tenant)
+            reason = "conversation_busy"
             if what is Admitted.READY:
                 reason = "no_slot" if self._shares.under_share(tenant) else "tenant_over_share"
-                await self._queue.make_ready(offered.key)
-                self._waiting.add(tenant)
-                self._wake.set()
-            else:
-                reason = "conversation_busy"
+                ready.append(offered.key)
             self._metrics.fair_waited.labels(reason).inc()
+        if ready:  # before the acks (if this fails, recovery readies them from the watch)
+            await self._queue.make_ready(*ready)
+            self._waiting.update(key.tenant_id for key in ready)
+            self._wake.set()
+        for offered in batch:
+            await offered.message.ack()
+
+    def _reserve(self, tenant: str) -> str | None:
+        """A token to take the conversation at once with, and a slot reserved for it, when
+        there is a free slot and the tenant is under its share; else None."""
+        if self._shares.free > 0 and self._shares.under_share(tenant):
+            self._shares.start(tenant)
+            return self._queue.new_token()
+        return None
 
     async def _dispatch_loop(self) -> None:
-        while True:
+        while not self._stopping:
+            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow the cancellation
+            # that stops this loop when the event is set at the same moment.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), POLL_SECONDS)
+                async with asyncio.timeout(POLL_SECONDS):
+                    await self._wake.wait()
             self._wake.clear()
             try:
                 await self._fill()
             except LlmBotError as exc:
                 log.warning("fair.dispatch_failed", error=str(exc))
+                await asyncio.sleep(POLL_SECONDS)
+            except Exception:  # the loop must outlive any one failure
+                log.exception("fair.dispatch_failed")
                 await asyncio.sleep(POLL_SECONDS)
 
     async def _fill(self) -> None:
@@ -202,7 +208,12 @@ class FairDispatcher:
         if now - self._refreshed >= POLL_SECONDS:
             self._waiting = await self._queue.ready_tenants()
             self._refreshed = now
-        self._metrics.fair_held_back.set(len(self._shares.held_back(self._waiting)))
+        held_back = self._shares.held_back(self._waiting)
+        self._metrics.fair_held_back.set(len(held_back))
+        if held_back != self._held_back:
+            if held_back - self._held_back:
+                log.info("fair.tenants_held_back", tenants=sorted(held_back))
+            self._held_back = held_back
         while not self._stopping:
             tenant = self._shares.next_tenant(self._waiting)
             if tenant is None:
@@ -225,19 +236,20 @@ class FairDispatcher:
         task.add_done_callback(self._runs.discard)
 
     async def _run(self, taken: Taken) -> None:
-        self._metrics.fair_dwell.observe(max(0.0, time.time() - taken.message.published_at()))
-        message = retaken(taken)
-        settlement = ParkedSettlement(
-            queue=self._queue, taken=taken, dead_letter=lambda: self._dead_letter(message)
-        )
+        settlement: ParkedSettlement | None = None
         try:
+            self._metrics.fair_dwell.observe(max(0.0, time.time() - taken.message.published_at()))
+            message = retaken(taken)
+            settlement = ParkedSettlement(
+                queue=self._queue, taken=taken, dead_letter=lambda: self._dead_letter(message)
+            )
             async with self._lease.renewed(taken.key, taken.token):
                 await self._process(message, settlement, taken.token, self._verdict(taken))
-        except LlmBotError as exc:  # Redis failed settling: the lease lapses, recovery retakes it
-            log.warning("fair.settle_failed", error=str(exc))
+        except Exception:  # the lease lapses and recovery retakes the head: nothing is lost
+            log.exception("fair.run_failed")
         finally:
             self._shares.finish(taken.key.tenant_id)
-            if settlement.remaining:  # its conversation is ready again
+            if settlement is not None and settlement.remaining:  # ready again
                 self._waiting.add(taken.key.tenant_id)
             self._wake.set()
 
@@ -254,15 +266,15 @@ class FairDispatcher:
         )
 
     async def _recovery_loop(self) -> None:
-        while True:
+        while not self._stopping:
             await asyncio.sleep(self._recover_every)
             try:
                 recovered = await self._queue.recover()
-            except LlmBotError as exc:
-                log.warning("fair.recovery_failed", error=str(exc))
+            except Exception:  # the loop must outlive any one failure
+                log.warning("fair.recovery_failed", exc_info=True)
                 continue
-            if recovered:
-                log.warning("fair.recovered", conversations=recovered)
+            if recovered:  # a dead admitter's or taker's, or ready ones looked at again
+                log.info("fair.readied_from_watch", conversations=recovered)
                 self._wake.set()
             with contextlib.suppress(LlmBotError):
                 self._metrics.fair_backlog.set(await self._queue.backlog())

@@ -15,9 +15,13 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+import structlog
 from aio_pika.abc import AbstractIncomingMessage
 
 from llm_bot.adapters.redis_fair_queue import RedisFairQueue, Taken
+from llm_bot.errors import LlmBotError
+
+log = structlog.get_logger(__name__)
 
 REQUEUE_AFTER_CHANNEL_LOSS_SECONDS = 1.0
 
@@ -50,7 +54,11 @@ class RabbitSettlement:
 
 
 class ParkedSettlement:
-    """A delivery the fair queue holds: RabbitMQ let it go when Redis had it."""
+    """A delivery the fair queue holds: RabbitMQ let it go when Redis had it.
+
+    If Redis fails while settling, the step is not retried here: the conversation's lease
+    lapses, recovery makes it ready again with the same head, and the processed record
+    answers that retry with the same candidate (effectively once)."""
 
     def __init__(
         self,
@@ -66,10 +74,13 @@ class ParkedSettlement:
         """How many deliveries of the conversation wait after this one (once acked)."""
 
     async def ack(self) -> None:
-        self.remaining = await self._queue.complete(self._taken)
+        await self._complete()
 
     async def requeue(self, *, delay: float = 0.0) -> None:
-        await self._queue.release(self._taken, delay=delay)
+        try:
+            await self._queue.release(self._taken, delay=delay)
+        except LlmBotError as exc:
+            log.warning("fair.release_failed", error=str(exc))
 
     async def reject(self) -> None:
         """Copied to the dead letters ourselves (no broker delivery is left to reject);
@@ -77,6 +88,12 @@ class ParkedSettlement:
         try:
             await self._dead_letter()
         except Exception:  # nothing is lost: it stays at its conversation's head
-            await self._queue.release(self._taken, delay=REQUEUE_AFTER_CHANNEL_LOSS_SECONDS)
+            await self.requeue(delay=REQUEUE_AFTER_CHANNEL_LOSS_SECONDS)
             raise
-        self.remaining = await self._queue.complete(self._taken)
+        await self._complete()
+
+    async def _complete(self) -> None:
+        try:
+            self.remaining = await self._queue.complete(self._taken)
+        except LlmBotError as exc:
+            log.warning("fair.complete_failed", error=str(exc))
