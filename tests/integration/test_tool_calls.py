@@ -81,11 +81,14 @@ class Chat:
 async def _handled(service: Service, events: int, within: float = 10.0) -> None:
     """Wait until the service has handled ``events`` events (acked or settled)."""
     async with asyncio.timeout(within):
-        while sum(
-            service.metrics.registry.get_sample_value("llmbot_events_total", {"outcome": o})
-            or 0.0
-            for o in ("ok", "skip", "duplicate", "dead_lettered")
-        ) < events:
+        while (
+            sum(
+                service.metrics.registry.get_sample_value("llmbot_events_total", {"outcome": o})
+                or 0.0
+                for o in ("ok", "skip", "duplicate", "dead_lettered")
+            )
+            < events
+        ):
             await asyncio.sleep(0.02)
 
 
