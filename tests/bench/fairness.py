@@ -33,6 +33,13 @@ start a replacement; the flood must still end with exactly one candidate id per 
 victim held wait for their lease to lapse (``--lease-seconds``), so with ``--kill`` the
 flood's latency target is printed for information only.
 
+Diagnostics printed beside the figures, to tell where a quiet message's time went: the
+ingress queue's depth (sampled every 0.2 s: its peak, when it was empty again, and the quiet
+latencies of the messages published after that), the replicas' CPU in cores and the
+machine's busy share, the replicas' ``llmbot_events_waited`` by reason, and the quiet
+tenant's slowest messages. ``--scenarios`` runs a subset; ``--log-level info`` keeps the
+replicas' event logs.
+
 Its queues and Redis keys (this run's key prefix) are deleted at the end; the replicas'
 logs stay in the temp dirs printed.
 """
@@ -480,7 +487,11 @@ async def run_one(
         replicas(settings, 2) as procs,
     ):
         log_dir = procs[0].log_path.parent
-        print(f"   {mode:6s} {scenario:5s}: replicas ready, logs in {log_dir}", flush=True)
+        print(
+            f"   {mode:6s} {scenario:5s}: replicas ready on {settings.ingress_queue}, logs in "
+            f"{log_dir}",
+            flush=True,
+        )
         timed_out = await run.drive(client, publisher, procs, kill)
         dlq = await dead_lettered(client)
         reasons = await waited(procs)

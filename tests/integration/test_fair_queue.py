@@ -70,7 +70,7 @@ async def test_a_conversation_is_taken_in_arrival_order_one_delivery_at_a_time(
         await queue.complete(taken)
     assert seen == ["m0", "m1", "m2"]
     assert await queue.ready_tenants() == set()
-    assert await queue.backlog() == 0
+    assert await queue.ready_count() == 0
 
 
 async def test_admission_with_a_token_takes_a_free_conversation_at_once(
@@ -178,5 +178,22 @@ async def test_an_admitters_death_before_it_readied_the_conversation_is_recovere
     assert what is Admitted.READY  # ...and the admitter dies before make_ready
     assert await queue.take("t1") is None
     await asyncio.sleep(0.3)
+    assert await queue.recover() == 1
+    assert (await _take(queue, "t1")).message.body == b"m0"
+
+
+async def test_new_events_do_not_postpone_the_recovery_of_a_dead_takers_conversation(
+    client: aioredis.Redis,
+) -> None:
+    """A user who keeps writing to a conversation whose taker died: recovery still comes
+    one lease period after the take, not after the last message."""
+    queue = _queue(client, lease_seconds=0.3)
+    key = _conversation()
+    await queue.admit([(key, _held("m0"), None)])
+    await queue.make_ready(key)
+    await _take(queue, "t1")  # ...and its taker dies
+    for n in range(1, 5):
+        await asyncio.sleep(0.1)
+        await queue.admit([(key, _held(f"m{n}"), None)])
     assert await queue.recover() == 1
     assert (await _take(queue, "t1")).message.body == b"m0"

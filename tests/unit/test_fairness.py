@@ -18,6 +18,19 @@ def test_a_tenant_under_its_share_goes_before_one_over_it() -> None:
     assert shares.held_back({"flood", "quiet"}) == {"flood"}
 
 
+def test_past_its_share_a_tenant_waits_while_another_tenant_is_running() -> None:
+    """Work-conserving only when alone: with another tenant's event in flight, a tenant at
+    its share takes no more slots, though slots are free."""
+    shares = TenantShares(slots=8, max_in_flight=2)
+    shares.start("flood")
+    shares.start("flood")
+    shares.start("quiet")
+    assert shares.next_tenant({"flood"}) is None
+    assert shares.held_back({"flood"}) == {"flood"}
+    shares.finish("quiet")
+    assert shares.next_tenant({"flood"}) == "flood"
+
+
 def test_work_conserving_a_tenant_alone_takes_every_slot() -> None:
     """Past its share, a tenant still gets free slots while nobody else waits."""
     shares = TenantShares(slots=4, max_in_flight=1)

@@ -333,9 +333,11 @@ def test_keda_scales_the_deployment_on_the_ingress_queue_and_the_fair_backlog() 
     assert (scaled["minReplicaCount"], scaled["maxReplicaCount"]) == (1, 20)
     trigger, backlog = scaled["triggers"]
     assert backlog["type"] == "prometheus"
-    metric = backlog["metadata"]["query"].split("(")[1].rstrip(")")
+    metrics = set(re.findall(r"llmbot_\w+", backlog["metadata"]["query"]))
+    assert metrics == {"llmbot_events_in_flight", "llmbot_fair_queue_ready_conversations"}
     exported = generate_latest(Metrics(registry=CollectorRegistry()).registry).decode()
-    assert f"# TYPE {metric} gauge" in exported
+    for metric in metrics:
+        assert f"# TYPE {metric} gauge" in exported
     assert trigger["type"] == "rabbitmq"
     assert trigger["metadata"]["queueName"] == Topology().ingress_queue
     assert trigger["metadata"]["mode"] == "QueueLength"

@@ -166,11 +166,12 @@ class RedisFairQueue:
         async with self._redis.pipeline(transaction=False) as pipe:
             for uid, (key, held, token) in zip(uids, items, strict=True):
                 shard = self.shard(key.tenant_id)
-                pipe.incr(self._keys.fair_backlog(self._lane, shard))
                 # Watched before it is stored: if the admitter dies before it takes or
                 # readies the conversation, recovery readies it once this is due.
-                pipe.zadd(
-                    self._keys.fair_taken(self._lane, shard), {self._member(key): self._later()}
+                pipe.zadd(  # NX: a conversation's new events never postpone its recovery
+                    self._keys.fair_taken(self._lane, shard),
+                    {self._member(key): self._later()},
+                    nx=True,
                 )
                 await self._admit(
                     keys=self._conversation_keys(key),
@@ -231,11 +232,13 @@ class RedisFairQueue:
 
     async def complete(self, taken: Taken) -> int:
         """The head is done: remove it, give the lease back, make the conversation ready
-        again when more wait. Returns how many wait."""
-        popped, remaining = await self._complete(
+        again when more wait. Returns how many wait. (Its ``taken`` entry is left to
+        recovery, which drops it when due: one round trip less per event.)"""
+        _, remaining = await self._complete(
             keys=self._conversation_keys(taken.key), args=[taken.token, taken.uid]
         )
-        await self._after(taken.key, remaining=int(remaining), popped=int(popped))
+        if int(remaining) > 0:
+            await self.make_ready(taken.key)
         return int(remaining)
 
     async def release(self, taken: Taken, *, delay: float = 0.0) -> None:
@@ -244,7 +247,8 @@ class RedisFairQueue:
         remaining = await self._release(
             keys=[self._keys.parked(taken.key), self._keys.lease(taken.key)], args=[taken.token]
         )
-        await self._after(taken.key, remaining=int(remaining), popped=0, delay=delay)
+        if int(remaining) > 0:
+            await self.make_ready(taken.key, delay=delay)
 
     async def recover(self) -> int:
         """Conversations whose taker died (its lease expired with deliveries left) become
@@ -281,14 +285,14 @@ class RedisFairQueue:
             await pipe.execute()
         return recovered
 
-    async def backlog(self) -> int:
-        """Deliveries waiting or in progress, over every shard (approximate: a replica
-        that dies between two steps leaves the count off by its in-flight work)."""
+    async def ready_count(self) -> int:
+        """Conversations waiting for a free slot, over every tenant and shard."""
+        tenants = await self.ready_tenants()
         async with self._redis.pipeline(transaction=False) as pipe:
-            for shard in range(self._shards):
-                pipe.get(self._keys.fair_backlog(self._lane, shard))
-            values = await pipe.execute()
-        return max(0, sum(int(v or 0) for v in values))
+            for tenant in tenants:
+                pipe.zcard(self._keys.fair_ready(self._lane, self.shard(tenant), tenant))
+            counts = await pipe.execute()
+        return sum(int(c) for c in counts)
 
     async def ready_conversations(self, tenant_id: str) -> int:
         """How many of the tenant's conversations wait for a taker."""
@@ -297,18 +301,6 @@ class RedisFairQueue:
                 self._keys.fair_ready(self._lane, self.shard(tenant_id), tenant_id)
             )
         )
-
-    async def _after(
-        self, key: ConversationKey, *, remaining: int, popped: int, delay: float = 0.0
-    ) -> None:
-        shard = self.shard(key.tenant_id)
-        async with self._redis.pipeline(transaction=False) as pipe:
-            if remaining > 0:  # ready before it leaves ``taken``: no gap
-                await self._mark_ready(pipe, key, delay)
-            pipe.zrem(self._keys.fair_taken(self._lane, shard), self._member(key))
-            if popped:
-                pipe.decr(self._keys.fair_backlog(self._lane, shard))
-            await pipe.execute()
 
     async def _mark_ready(self, client: object, key: ConversationKey, delay: float) -> None:
         shard = self.shard(key.tenant_id)
@@ -346,5 +338,5 @@ def _now_ms() -> int:
 def _admit_results(
     results: list[object], items: Sequence[tuple[ConversationKey, HeldMessage, str | None]]
 ) -> list[int]:
-    """The admit scripts' answers among the pipeline's (each item: INCR, ZADD, script)."""
-    return [int(str(results[3 * n + 2])) for n in range(len(items))]
+    """The admit scripts' answers among the pipeline's (each item: ZADD, script)."""
+    return [int(str(results[2 * n + 1])) for n in range(len(items))]

@@ -99,10 +99,6 @@ class RedisKeys:
         again: one whose taker died is made ready again from here."""
         return f"{self.fair_shard(lane, shard)}:taken"
 
-    def fair_backlog(self, lane: str, shard: int) -> str:
-        """Counter of the shard's deliveries waiting or in progress (a scaling signal)."""
-        return f"{self.fair_shard(lane, shard)}:backlog"
-
     def flow(self, key: ConversationKey) -> str:
         """Hash of the checkpoints of the conversation's flow (``redis_checkpointer.py``)."""
         return f"{self.user_scope(key.tenant_id, key.user_id)}:flow:{self._conv(key)}"

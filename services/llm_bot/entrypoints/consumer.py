@@ -39,7 +39,7 @@ from llm_bot.adapters.rabbit_replies import RabbitReplies
 from llm_bot.adapters.rabbit_topology import Topology, declare_topology
 from llm_bot.adapters.redis_fair_queue import RedisFairQueue
 from llm_bot.contract import CandidateV1, FlowResultV1, InternalEventV2, MemoryJobV1
-from llm_bot.entrypoints.fair_dispatch import FairDispatcher
+from llm_bot.entrypoints.fair_dispatch import ADMISSION_WINDOW, FairDispatcher
 from llm_bot.entrypoints.settlements import RabbitSettlement, Settlement
 from llm_bot.entrypoints.startup import DependencyUnavailable, connect_amqp_robust
 from llm_bot.errors import InvalidEvent, PublishFailed
@@ -158,7 +158,8 @@ class EventConsumer:
         )
         channel = await self._connection.channel(publisher_confirms=True, on_return_raises=True)
         self._channel = channel
-        await channel.set_qos(prefetch_count=self._prefetch)
+        window = self._prefetch if self._fairness is None else max(self._prefetch, ADMISSION_WINDOW)
+        await channel.set_qos(prefetch_count=window)
         try:
             declared = await declare_topology(channel, self._topology)
         except ChannelPreconditionFailed as exc:

@@ -42,6 +42,10 @@ from llm_bot.telemetry.metrics import Metrics
 log = structlog.get_logger(__name__)
 
 ADMIT_BATCH = 256
+ADMISSION_WINDOW = 256
+"""RabbitMQ prefetch of the ingress channel with fair dispatch: deliveries are acked as
+soon as Redis has them, so a wide window lets a backlog leave the queue in a few round
+trips (what a quiet tenant's event waits behind); the processing slots are separate."""
 POLL_SECONDS = 0.05
 """How soon a replica with a free slot sees work another replica made ready."""
 ADMIT_RETRY_SECONDS = 1.0
@@ -133,6 +137,7 @@ class FairDispatcher:
                 batch.append(self._inbox.get_nowait())
             try:
                 await self._admit(batch)
+                self._wake.set()
             except asyncio.CancelledError:
                 for offered in batch:
                     with contextlib.suppress(Exception):
@@ -202,8 +207,8 @@ class FairDispatcher:
                 await asyncio.sleep(POLL_SECONDS)
 
     async def _fill(self) -> None:
-        if self._shares.free <= 0:
-            return
+        if self._shares.free <= 0 or not self._inbox.empty():
+            return  # admission first: what waits behind a backlog reaches Redis sooner
         now = time.monotonic()
         if now - self._refreshed >= POLL_SECONDS:
             self._waiting = await self._queue.ready_tenants()
@@ -277,7 +282,7 @@ class FairDispatcher:
                 log.info("fair.readied_from_watch", conversations=recovered)
                 self._wake.set()
             with contextlib.suppress(LlmBotError):
-                self._metrics.fair_backlog.set(await self._queue.backlog())
+                self._metrics.fair_ready.set(await self._queue.ready_count())
 
 
 def retaken(taken: Taken) -> HeldMessage:

@@ -1,10 +1,13 @@
 """Who goes next on a replica: tenant shares and weights (SPEC 4 "Fairness"). Pure.
 
 A replica has ``slots`` (events processed at once). A tenant's share is
-``max_in_flight * weight`` slots; it may use more only while no other tenant waits
-(work-conserving). The next slot goes to the waiting tenant with the least work in flight
-per unit of weight (weighted fair queueing over in-flight work, as Temporal's fairness keys
-and SQS fair queues do it), ties to the one served longest ago.
+``max_in_flight * weight`` slots; it may take more only while no other tenant has work
+waiting or running on the replica (work-conserving when alone; while another tenant is
+active, the flood keeps to its share, so the other's events neither wait for a slot nor
+compete for the CPU with a whole replica of the flood). The next slot goes to the waiting
+tenant with the least work in flight per unit of weight (weighted fair queueing over
+in-flight work, as Temporal's fairness keys and SQS fair queues do it), ties to the one
+served longest ago.
 """
 
 from __future__ import annotations
@@ -43,14 +46,22 @@ class TenantShares:
         return self.running.get(tenant, 0) < self.share(tenant)
 
     def held_back(self, waiting: Collection[str]) -> set[str]:
-        """The waiting tenants at or over their share."""
-        return {t for t in waiting if not self.under_share(t)}
+        """The waiting tenants that may not take a slot now (at their share while another
+        tenant is active)."""
+        return {t for t in waiting if not self._eligible(t, waiting)}
 
     def next_tenant(self, waiting: Collection[str]) -> str | None:
-        """Who gets a free slot among ``waiting`` tenants; None when no slot is free."""
-        if self.free <= 0 or not waiting:
+        """Who gets a free slot among ``waiting`` tenants; None when no slot is free or
+        every waiting tenant is held at its share."""
+        if self.free <= 0:
             return None
-        return min(waiting, key=self._order)
+        eligible = [t for t in waiting if self._eligible(t, waiting)]
+        return min(eligible, key=self._order) if eligible else None
+
+    def _eligible(self, tenant: str, waiting: Collection[str]) -> bool:
+        if self.under_share(tenant):
+            return True
+        return all(t == tenant for t in waiting) and all(t == tenant for t in self.running)
 
     def start(self, tenant: str) -> None:
         self.running[tenant] = self.running.get(tenant, 0) + 1
@@ -63,9 +74,7 @@ class TenantShares:
             self.running[tenant] = left
         else:
             self.running.pop(tenant, None)
-            self._served.pop(tenant, None)
 
-    def _order(self, tenant: str) -> tuple[bool, float, int]:
-        over = not self.under_share(tenant)
+    def _order(self, tenant: str) -> tuple[float, int]:
         load = self.running.get(tenant, 0) / self.weight(tenant)
-        return (over, load, self._served.get(tenant, 0))
+        return (load, self._served.get(tenant, 0))

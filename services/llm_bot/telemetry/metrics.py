@@ -190,10 +190,11 @@ class Metrics:
             "Tenants with waiting work held at their share on this replica (last dispatch).",
             registry=registry,
         )
-        self.fair_backlog = Gauge(
-            "llmbot_fair_queue_backlog",
-            "Events in the fair queue (waiting or in progress), over every replica: the "
-            "scaling signal beside the ingress queue's length.",
+        self.fair_ready = Gauge(
+            "llmbot_fair_queue_ready_conversations",
+            "Conversations with events waiting for a free slot, over every replica (each "
+            "replica reports the same figure): with llmbot_events_in_flight, the demand to "
+            "scale on.",
             registry=registry,
         )
         self.build_info = Gauge(
