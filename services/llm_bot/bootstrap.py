@@ -17,6 +17,7 @@ from opentelemetry.trace import Tracer
 from prometheus_client import CollectorRegistry
 
 from llm_bot import __version__
+from llm_bot.adapters.model_rate_limit import ClientLimits, ModelRateLimiter
 from llm_bot.adapters.openai_embedder import OpenAIEmbedder
 from llm_bot.adapters.openai_model import OpenAIChatModel
 from llm_bot.adapters.providers import provider_name, takes_prompt_cache_key
@@ -183,8 +184,23 @@ def conversation_lease(settings: Settings, client: aioredis.Redis) -> RedisConve
     )
 
 
-def embedder(settings: Settings) -> Embedder | None:
-    """The configured embedding model (``LLM_BOT_EMBEDDINGS``); None when retrieval is off."""
+def rate_limiter(settings: Settings, metrics: Metrics) -> ModelRateLimiter:
+    """The process's one limiter for model and embedding calls (SPEC 4 "Provider rate
+    limits")."""
+    return ModelRateLimiter(
+        max_wait_seconds=settings.rate_limit_max_wait_seconds,
+        metrics=metrics,
+        limits=ClientLimits(
+            max_concurrency=settings.model_max_concurrency,
+            requests_per_minute=settings.model_requests_per_minute,
+            tokens_per_minute=settings.model_tokens_per_minute,
+        ),
+    )
+
+
+def embedder(settings: Settings, limiter: ModelRateLimiter) -> Embedder | None:
+    """The configured embedding model (``LLM_BOT_EMBEDDINGS``); None when retrieval is off.
+    ``limiter``: the process's model rate limiter (used by an OpenAI-compatible endpoint)."""
     if settings.embeddings == "off":
         return None
     if settings.embeddings == "openai":
@@ -195,6 +211,7 @@ def embedder(settings: Settings) -> Embedder | None:
             client=model_client(endpoint),
             model=settings.embedding_model or DEFAULT_OPENAI_EMBEDDING_MODEL,
             dimensions=settings.embedding_dimensions,
+            limiter=limiter,
         )
     from llm_bot.adapters.local_embedder import local_embedder  # noqa: PLC0415  # heavy import
 
@@ -274,6 +291,7 @@ def build_foundation(
     provider = tracer_provider or build_tracer_provider()
     tracer = provider.get_tracer(TRACER_NAME, __version__)
     metrics = Metrics(registry=registry or CollectorRegistry())
+    limiter = rate_limiter(settings, metrics)
     client = model_client(settings)
     gen_ai_provider = settings.provider_name or provider_name(settings.openai_base_url)
     model = OpenAIChatModel(
@@ -285,6 +303,7 @@ def build_foundation(
         provider_name=gen_ai_provider,
         send_cache_key=settings.prompt_cache_key == "on"
         or (settings.prompt_cache_key == "auto" and takes_prompt_cache_key(gen_ai_provider)),
+        limiter=limiter,
     )
     redis = redis_client(settings)
     return Foundation(
@@ -295,7 +314,7 @@ def build_foundation(
         model_client=client,
         model=model,
         redis=redis,
-        embedder=embedder(settings),
+        embedder=embedder(settings, limiter),
         index=recall_index(settings, redis),
     )
 

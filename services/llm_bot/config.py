@@ -106,6 +106,18 @@ class Settings(BaseSettings):
         0.5, gt=0, validation_alias=_env("LLM_BOT_RETRY_BASE_SECONDS")
     )
     retry_max_seconds: float = Field(30.0, gt=0, validation_alias=_env("LLM_BOT_RETRY_MAX_SECONDS"))
+    rate_limit_max_wait_seconds: float = Field(
+        300.0, gt=0, validation_alias=_env("LLM_BOT_RATE_LIMIT_MAX_WAIT_SECONDS")
+    )
+    model_max_concurrency: int | None = Field(
+        None, ge=1, validation_alias=_env("LLM_BOT_MODEL_MAX_CONCURRENCY")
+    )
+    model_requests_per_minute: int | None = Field(
+        None, ge=1, validation_alias=_env("LLM_BOT_MODEL_REQUESTS_PER_MINUTE")
+    )
+    model_tokens_per_minute: int | None = Field(
+        None, ge=1, validation_alias=_env("LLM_BOT_MODEL_TOKENS_PER_MINUTE")
+    )
     lease_seconds: float = Field(15.0, ge=1, validation_alias=_env("LLM_BOT_LEASE_SECONDS"))
     delivery_limit: int = Field(20, ge=1, validation_alias=_env("LLM_BOT_DELIVERY_LIMIT"))
     shutdown_grace_seconds: float = Field(

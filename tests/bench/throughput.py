@@ -46,8 +46,9 @@ the process: near 100% of a core means the figure is CPU-bound.
 profile (see the "profile" section below).
 
 ``--fairness-ab R`` runs (b) alone 2R times, alternating ``LLM_BOT_FAIR_DISPATCH`` off and
-on (off first), and prints the CPU per event of each and the median difference: what fair
-dispatch (hand-off to Redis, takes and completions) adds to the reply path.
+on (off first), embeddings off, and prints the CPU per event of each and the median
+difference: what fair dispatch (hand-off to Redis, takes and completions) adds to the
+reply path.
 
 Queues are deleted at the end (the harness's integrator deletes the service's), and so
 are the Redis keys under this session's test prefix.
@@ -431,6 +432,7 @@ async def pipeline(
     count_redis: bool,
     fake_in_process: bool,
     fair_dispatch: bool = True,
+    embeddings: str | None = None,
 ) -> PipelineRun:
     """(b) (with ``count_redis``: and (e)) or (c): the backlog through the service."""
     bodies = event_bodies(events, conversations)
@@ -879,6 +881,7 @@ async def fairness_ab(urls: ServiceUrls, args: argparse.Namespace) -> None:
                 count_redis=False,
                 fake_in_process=args.fake_in_process,
                 fair_dispatch=fair,
+                embeddings="off",  # the reply path alone: retrieval's CPU is noise here
             )
             cpu[fair].append(result.rate.cpu_per_event * 1000)
             print(

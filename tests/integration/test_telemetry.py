@@ -98,7 +98,7 @@ async def test_metrics_move_with_real_traffic_and_pass_promtool(
     registry = CollectorRegistry()
     settings = make_settings(retry_base_seconds=0.02, memory_max_messages=2)
     user, conv = new_id("u"), new_id("c")
-    fake_model.script("first", Fault.status(429), "second")
+    fake_model.script("first", Fault.status(500), "second")
     async with bot(settings, registry=registry) as (_, client):
         server = HealthServer(host="127.0.0.1", port=0, checks={}, registry=registry)
         await server.start()

@@ -9,7 +9,8 @@ import numpy as np
 import openai
 from openai import AsyncOpenAI
 
-from llm_bot.errors import EmbeddingUnavailable
+from llm_bot.adapters.model_rate_limit import ModelRateLimiter
+from llm_bot.errors import EmbeddingUnavailable, ModelRejected
 from llm_bot.ports import EmbeddingPurpose, Matrix
 
 BATCH = 256
@@ -21,7 +22,16 @@ class OpenAIEmbedder:
     text-embedding-3 models shorten their vectors); the dimension is otherwise learnt from
     the first answer."""
 
-    def __init__(self, *, client: AsyncOpenAI, model: str, dimensions: int | None) -> None:
+    def __init__(
+        self,
+        *,
+        client: AsyncOpenAI,
+        model: str,
+        dimensions: int | None,
+        limiter: ModelRateLimiter,
+    ) -> None:
+        """``limiter``: the process's model rate limiter (a 429 pauses chat calls too)."""
+        self._limiter = limiter
         self._client = client
         self._model = model
         self._dimensions = dimensions
@@ -47,13 +57,17 @@ class OpenAIEmbedder:
         return np.vstack(rows)
 
     async def _batch(self, texts: Sequence[str]) -> Matrix:
+        dimensions = self._dimensions or openai.omit
         try:
-            if self._dimensions:
-                reply = await self._client.embeddings.create(
-                    model=self._model, input=list(texts), dimensions=self._dimensions
-                )
-            else:
-                reply = await self._client.embeddings.create(model=self._model, input=list(texts))
+            reply = await self._limiter.run(
+                "embeddings",
+                lambda: self._client.embeddings.create(
+                    model=self._model, input=list(texts), dimensions=dimensions
+                ),
+                tokens=1 + sum(len(t) for t in texts) // 4,
+            )
+        except ModelRejected as exc:
+            raise EmbeddingUnavailable(str(exc)) from exc
         except (openai.APIError, ValueError) as exc:
             raise EmbeddingUnavailable(f"embeddings request failed: {type(exc).__name__}") from exc
         ordered = sorted(reply.data, key=lambda item: item.index)

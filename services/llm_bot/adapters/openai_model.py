@@ -3,7 +3,9 @@
 Chat Completions by default; with ``LLM_BOT_API=responses`` the Responses API, where the
 messages are flattened into ``(role) content`` blocks separated by blank lines (SPEC 5.2),
 or, in a turn with tools, sent as input items (``function_call``/``function_call_output``).
-The SDK's own retries are off: retries are the service's decision (``LLM_BOT_MAX_ATTEMPTS``).
+The SDK's own retries are off: retries are the service's decision (``LLM_BOT_MAX_ATTEMPTS``),
+and a ``429`` is the process's rate limiter's (``model_rate_limit.py``): a pause, not an
+attempt.
 With an ``on_delta`` sink the reply is streamed (``stream=True`` on either API) and each text
 piece is handed to the sink as it arrives; the reply returned is the same either way.
 """
@@ -28,12 +30,19 @@ from openai.types.responses import (
 )
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
+from llm_bot.adapters.model_rate_limit import ModelRateLimiter
 from llm_bot.errors import ModelRejected, ModelTimeout, ModelUnavailable
 from llm_bot.memory.messages import ToolCall
 from llm_bot.ports import DeltaSink, ModelReply, PromptMessage, ToolSpec
 from llm_bot.telemetry.metrics import Metrics
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
+DEFAULT_RATE_LIMIT_WAIT_SECONDS = 300.0
+
+
+def estimated_tokens(messages: Sequence[PromptMessage]) -> int:
+    """A request's size for a tokens-per-minute limit (about four characters a token)."""
+    return 1 + sum(len(str(m.get("content") or "")) for m in messages) // 4
 
 
 def flatten_for_responses(messages: Sequence[PromptMessage]) -> str:
@@ -91,7 +100,13 @@ class OpenAIChatModel:
         api: Literal["chat", "responses"] = "chat",
         provider_name: str = "openai",
         send_cache_key: bool = True,
+        limiter: ModelRateLimiter | None = None,
     ) -> None:
+        """``limiter``: the process's (shared with its embedder and other models); a
+        private one with the default wait budget when None."""
+        self._limiter = limiter or ModelRateLimiter(
+            max_wait_seconds=DEFAULT_RATE_LIMIT_WAIT_SECONDS, metrics=metrics
+        )
         self._client = client
         self._model = model
         self._api = api
@@ -115,6 +130,7 @@ class OpenAIChatModel:
                 api=self._api,
                 provider_name=self._provider,
                 send_cache_key=self._send_cache_key,
+                limiter=self._limiter,
             )
             self._others[model] = other
         return other
@@ -211,16 +227,18 @@ class OpenAIChatModel:
         on_delta: DeltaSink | None,
     ) -> ModelReply:
         extra: dict[str, Any] = {"prompt_cache_key": cache_key} if cache_key else {}
+        if tools:
+            extra["tools"] = (
+                [responses_tool(tool) for tool in tools]
+                if self._api == "responses"
+                else list(tools)
+            )
         try:
-            if self._api == "responses":
-                if tools:
-                    extra["tools"] = [responses_tool(tool) for tool in tools]
-                return await self._responses(messages, json_schema, extra, on_delta)
-            if tools:
-                extra["tools"] = list(tools)
-            if on_delta is not None:
-                return await self._chat_stream(messages, extra, on_delta)
-            return await self._chat(messages, json_schema, extra)
+            return await self._limiter.run(
+                self._api,
+                lambda: self._send(messages, json_schema, extra, on_delta),
+                tokens=estimated_tokens(messages),
+            )
         except openai.APITimeoutError as exc:
             if _refused(exc):
                 raise ModelUnavailable("model endpoint unreachable") from exc
@@ -236,6 +254,19 @@ class OpenAIChatModel:
             raise ModelUnavailable(f"model stream failed: {exc.message}") from exc
         except (aiohttp.ClientError, httpx.HTTPError) as exc:  # a stream that broke off
             raise ModelUnavailable(f"model stream broke off ({type(exc).__name__})") from exc
+
+    async def _send(
+        self,
+        messages: Sequence[PromptMessage],
+        json_schema: tuple[str, dict[str, Any]] | None,
+        extra: dict[str, Any],
+        on_delta: DeltaSink | None,
+    ) -> ModelReply:
+        if self._api == "responses":
+            return await self._responses(messages, json_schema, extra, on_delta)
+        if on_delta is not None:
+            return await self._chat_stream(messages, extra, on_delta)
+        return await self._chat(messages, json_schema, extra)
 
     async def _chat(
         self,

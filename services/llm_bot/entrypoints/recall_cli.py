@@ -19,6 +19,7 @@ from llm_bot.bootstrap import (
     long_term_store,
     memory_store,
     progress_store,
+    rate_limiter,
     recall_index,
     redis_client,
     retriever_settings,
@@ -42,16 +43,15 @@ class _Parts:
 
 @asynccontextmanager
 async def _parts(settings: Settings) -> AsyncIterator[_Parts]:
-    model = embedder(settings)
+    metrics = Metrics(registry=CollectorRegistry())
+    model = embedder(settings, rate_limiter(settings, metrics))
     if model is None:
         raise ConfigurationError(
             "invalid configuration: LLM_BOT_EMBEDDINGS: retrieval is off; set local or openai"
         )
     client = redis_client(settings)
     try:
-        yield _Parts(
-            client, model, recall_index(settings, client), Metrics(registry=CollectorRegistry())
-        )
+        yield _Parts(client, model, recall_index(settings, client), metrics)
     finally:
         await model.aclose()
         await client.aclose()

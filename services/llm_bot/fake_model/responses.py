@@ -84,6 +84,17 @@ def error_response(status: int, message: str) -> web.Response:
     return web.json_response(error_payload(status, message), status=status, headers=headers)
 
 
+def rate_limited_response(retry_after: float) -> web.Response:
+    """A provider's 429 for a per-minute limit: wait ``retry_after`` seconds."""
+    headers = {
+        "Retry-After": f"{retry_after:g}",
+        "retry-after-ms": f"{retry_after * 1000:.0f}",
+        "x-ratelimit-reset-requests": f"{retry_after:g}s",
+    }
+    body = error_payload(429, "Rate limit reached for requests (fake model)")
+    return web.json_response(body, status=429, headers=headers)
+
+
 def parse_json_object(raw: str) -> dict[str, Any]:
     """Parse a request body (empty means ``{}``); :class:`BadRequestError` unless an object."""
     if not raw:

@@ -37,6 +37,7 @@ from llm_bot.fake_model.responses import (
     estimate_tokens,
     models_payload,
     parse_json_object,
+    rate_limited_response,
     request_model,
     response_payload,
 )
@@ -82,6 +83,10 @@ class FakeModelServer:
         self._responder: Responder = responder or default_responder
         self._script: deque[str | ToolCalls | Fault] = deque()
         self._latency = 0.0
+        self._limited_until = 0.0
+        self._retry_after = 0.0
+        self.rate_limited = 0
+        """Requests answered 429 by :meth:`rate_limit`."""
         self._piece_interval = 0.0
         self._ids = itertools.count(1)
         self._inflight: set[asyncio.Task[Any]] = set()
@@ -165,6 +170,16 @@ class FakeModelServer:
         if seconds < 0:
             raise ValueError(f"latency must be >= 0, got {seconds}")
         self._latency = seconds
+
+    def rate_limit(self, seconds: float, *, retry_after: float) -> None:
+        """For the next ``seconds``, answer every chat, responses and embeddings request
+        ``429`` with ``Retry-After`` (and ``retry-after-ms``) = ``retry_after``, as a
+        provider does when a per-minute limit is hit (recorded, counted in
+        :attr:`rate_limited`)."""
+        if seconds < 0 or retry_after < 0:
+            raise ValueError("seconds and retry_after must be >= 0")
+        self._limited_until = time.monotonic() + seconds
+        self._retry_after = retry_after
 
     def set_stream_rate(self, pieces_per_second: float) -> None:
         """Pace streamed replies: one text piece (about a token) per ``1 / rate`` seconds
@@ -256,6 +271,9 @@ class FakeModelServer:
                 recorded = await self._record(request)
                 if isinstance(recorded, web.Response):
                     return recorded
+                if time.monotonic() < self._limited_until and recorded.path != MODELS_PATH:
+                    self.rate_limited += 1
+                    return rate_limited_response(self._retry_after)
                 try:
                     return await build(recorded, request)
                 except _Cut:

@@ -171,6 +171,18 @@ class Metrics:
             "Unix time of the last event acked.",
             registry=registry,
         )
+        self.model_rate_limited = Counter(
+            "llmbot_model_rate_limited",
+            "Model calls the provider refused with 429, by source (chat, responses, embeddings).",
+            ["source"],
+            registry=registry,
+        )
+        self.model_paused_seconds = Counter(
+            "llmbot_model_paused_seconds",
+            "Seconds this process held every model call back because the provider asked "
+            "it to wait (429 with Retry-After or reset headers).",
+            registry=registry,
+        )
         self.fair_dwell = Histogram(
             "llmbot_dwell_seconds",
             "Time from an event's publish (its timestamp property, else its arrival) to the "
@@ -216,6 +228,8 @@ class Metrics:
             self.model_tokens.labels(kind)
         for reason in ("conversation_busy", "tenant_over_share", "no_slot"):
             self.fair_waited.labels(reason)
+        for source in ("chat", "responses", "embeddings"):
+            self.model_rate_limited.labels(source)
 
     def event_done(self, outcome: str, seconds: float, *, code: str | None = None) -> None:
         self.events.labels(outcome).inc()
