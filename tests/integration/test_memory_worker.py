@@ -321,3 +321,18 @@ async def test_events_with_128_character_ids_are_answered_and_their_jobs_done(
         assert await client.queue_depth(settings.memory_dlq) == 0
         assert await client.queue_depth(settings.dlq) == 0
         assert client.errors.empty()
+
+
+async def test_a_reply_puts_its_conversation_in_the_sweep_without_any_memory_job(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """The reply's own commit records the conversation's activity (no worker runs, so no
+    memory job is handled): a turn whose job is lost is still finalized when it goes idle."""
+    settings = make_settings(redis_key_prefix=f"{TEST_KEY_PREFIX}-act")  # own activity set
+    key = ConversationKey("tact", new_id("u"), new_id("c"))
+    async with bot(settings) as (service, client):
+        before = time.time()
+        await say(client, key, "remember me")
+        member = f"{key.tenant_id}|{key.user_id}|{key.conversation_id}"
+        score = await service.redis.zscore(f"{settings.redis_key_prefix}:activity", member)
+    assert score is not None and score >= before - 1

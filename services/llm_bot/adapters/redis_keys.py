@@ -67,7 +67,7 @@ class RedisKeys:
 
     def lease(self, key: ConversationKey) -> str:
         """The conversation's processing lease (one holder at a time, across processes);
-        ``*`` (a ``memory.forget`` of all the user's conversations) has one too."""
+        ``*`` is the user's own: held for writes to the user's long-term memory."""
         return f"{self.user_scope(key.tenant_id, key.user_id)}:lease:{self._conv_or_all(key)}"
 
     def parked(self, key: ConversationKey) -> str:

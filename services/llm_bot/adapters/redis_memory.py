@@ -10,6 +10,7 @@ version (optimistic concurrency: no lost updates) before writing anything.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, cast
@@ -151,7 +152,16 @@ class RedisMemoryStore:
             self._keys.erasure(key.tenant_id, key.user_id),
             self._keys.registry(key.tenant_id, key.user_id),
         ]
-        status, value = cast("list[bytes]", await self._commit(keys=keys, args=args))
+        async with self._redis.pipeline(transaction=False) as pipe:
+            await self._commit(keys=keys, args=args, client=pipe)
+            # In the same round trip, the conversation joins the idle sweep's activity set
+            # (another slot, so not in the script): a turn whose memory job is lost is
+            # still finalized, and compacted, once the conversation goes idle.
+            pipe.zadd(self._keys.activity(), {activity_member(key): time.time()}, gt=True)
+            results = await pipe.execute(raise_on_error=False)
+        if isinstance(results[0], Exception):
+            raise results[0]
+        status, value = cast("list[bytes]", results[0])
         if status == b"ok":
             return int(value)
         if status == b"erased":

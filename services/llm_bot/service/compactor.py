@@ -38,6 +38,13 @@ MAX_BATCHES_PER_JOB = 8
 """A job folds at most this many batches; a later job (or the retry) continues."""
 
 
+def user_scope(key: ConversationKey) -> ConversationKey:
+    """The user's own lease: conversation ``*`` (as a ``memory.forget`` of every
+    conversation names it), held for writes to the user's long-term memory. Always taken
+    inside a conversation's lease, never around one: no deadlock."""
+    return ConversationKey(key.tenant_id, key.user_id, "*")
+
+
 class SummarizerFailed(RetryableError):
     """The summarizer returned junk: the turns stay pending and are retried."""
 
@@ -181,27 +188,31 @@ class Compactor:
             event_ids=event_ids,
             recorded_at=now,
         )
-        facts, outcomes = apply_facts(
-            await self._ltm.facts(key.tenant_id, key.user_id),
-            [item.decision() for item in output.facts],
-            salience=output.salience,
-            source=source,
-            now=now,
-        )
         profile = [
             ProfileAttribute(
                 key=p.key.strip().lower(), value=p.value, updated_at=now, source=source
             )
             for p in output.profile
         ]
-        written = await self._ltm.write(
-            key.tenant_id,
-            key.user_id,
-            erasure=erasure,
-            profile=profile,
-            facts=facts,
-            episodes=[episode],
-        )
+        # The facts are read, updated and written back under the *user's* lease: two
+        # conversations of one user compacting at once would otherwise each write back
+        # what it read, and a correction made in one could be undone by the other.
+        async with self._lease.hold(user_scope(key)):
+            facts, outcomes = apply_facts(
+                await self._ltm.facts(key.tenant_id, key.user_id),
+                [item.decision() for item in output.facts],
+                salience=output.salience,
+                source=source,
+                now=now,
+            )
+            written = await self._ltm.write(
+                key.tenant_id,
+                key.user_id,
+                erasure=erasure,
+                profile=profile,
+                facts=facts,
+                episodes=[episode],
+            )
         for kind, count in (("episodes", 1), ("facts", len(facts)), ("profile", len(profile))):
             if count:
                 self._metrics.ltm_writes.labels(kind).inc(count)

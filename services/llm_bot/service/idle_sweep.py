@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 
@@ -13,21 +14,48 @@ import structlog
 
 from llm_bot.contract import MemoryJobV1
 from llm_bot.errors import LlmBotError
+from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import MemoryProgress
 
 log = structlog.get_logger(__name__)
 
 PublishJob = Callable[[MemoryJobV1], Awaitable[None]]
+SWEEP_BATCH = 100
+SWEEP_BUDGET_SECONDS = 10.0
+"""A sweep works until nothing is due, for at most this long per tick."""
 
 
 async def sweep_once(
-    *, progress: MemoryProgress, publish: PublishJob, idle_seconds: float, now: float
+    *,
+    progress: MemoryProgress,
+    publish: PublishJob,
+    idle_seconds: float,
+    now: float,
+    budget_seconds: float = SWEEP_BUDGET_SECONDS,
 ) -> int:
-    """Queue a finalize job for every conversation idle past ``idle_seconds``; returns how
-    many. The job is published (confirmed) before the conversation leaves the activity set,
-    so a crash in between only repeats a job, which the worker deduplicates by id."""
+    """Queue a finalize job for every conversation idle past ``idle_seconds`` (batch after
+    batch until none is due or ``budget_seconds`` passed; the next sweep goes on); returns
+    how many. The job is published (confirmed) before the conversation leaves the activity
+    set, so a crash in between only repeats a job, which the worker deduplicates by id."""
     queued = 0
-    for key, seen in await progress.idle(before=now - idle_seconds):
+    deadline = time.monotonic() + budget_seconds
+    while batch := await progress.idle(before=now - idle_seconds, limit=SWEEP_BATCH):
+        queued += await _queue_finalize(progress, publish, batch, now)
+        if len(batch) < SWEEP_BATCH or time.monotonic() >= deadline:
+            break
+    if queued:
+        log.info("sweep.finalize_queued", conversations=queued)
+    return queued
+
+
+async def _queue_finalize(
+    progress: MemoryProgress,
+    publish: PublishJob,
+    batch: Sequence[tuple[ConversationKey, float]],
+    now: float,
+) -> int:
+    queued = 0
+    for key, seen in batch:
         member = f"{key.tenant_id}|{key.user_id}|{key.conversation_id}"  # as in the activity set
         digest = hashlib.sha256(f"{member}|{seen}".encode()).hexdigest()[:24]
         await publish(
@@ -43,8 +71,6 @@ async def sweep_once(
         )
         await progress.clear_activity(key, seen)
         queued += 1
-    if queued:
-        log.info("sweep.finalize_queued", conversations=queued)
     return queued
 
 

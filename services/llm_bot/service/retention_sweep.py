@@ -11,6 +11,7 @@ user stays due and the next sweep tries again.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
@@ -23,7 +24,9 @@ from llm_bot.telemetry.metrics import Metrics
 log = structlog.get_logger(__name__)
 
 SWEEP_USERS = 100
-"""Users handled per sweep (the rest are handled by the next sweeps)."""
+"""Users read per batch; a sweep goes on batch after batch until none is due."""
+SWEEP_BUDGET_SECONDS = 10.0
+"""At most this long per sweep (the next one goes on)."""
 
 
 class RetentionTarget(Protocol):
@@ -63,19 +66,27 @@ class RetentionSweep:
         self._metrics = metrics
 
     async def run_once(self, now: float) -> int:
-        """Apply retention to every user due by ``now`` (at most ``SWEEP_USERS``); returns
-        the number of items evicted."""
+        """Apply retention to every user due by ``now`` (for at most
+        ``SWEEP_BUDGET_SECONDS``; a user whose retention failed waits for the next sweep);
+        returns the number of items evicted."""
         evicted = 0
-        for tenant_id, user_id in await self._ltm.due(now, SWEEP_USERS):
-            try:
-                evicted += await self._apply(tenant_id, user_id)
-            except LlmBotError as exc:  # erased meanwhile, Redis down: next sweep
-                log.warning(
-                    "retention.sweep_failed",
-                    tenant_id=tenant_id,
-                    error=str(exc),
-                    error_type=type(exc).__name__,
-                )
+        failed: set[tuple[str, str]] = set()
+        deadline = time.monotonic() + SWEEP_BUDGET_SECONDS
+        while batch := await self._ltm.due(now, SWEEP_USERS + len(failed)):
+            todo = [user for user in batch if user not in failed]
+            for tenant_id, user_id in todo:
+                try:
+                    evicted += await self._apply(tenant_id, user_id)
+                except LlmBotError as exc:  # erased meanwhile, Redis down: next sweep
+                    failed.add((tenant_id, user_id))
+                    log.warning(
+                        "retention.sweep_failed",
+                        tenant_id=tenant_id,
+                        error=str(exc),
+                        error_type=type(exc).__name__,
+                    )
+            if not todo or len(batch) < SWEEP_USERS + len(failed) or time.monotonic() >= deadline:
+                break
         if evicted:
             log.info("retention.swept", evicted=evicted)
         return evicted

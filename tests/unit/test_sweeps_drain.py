@@ -1,0 +1,42 @@
+"""Sweeps work until nothing is due, not a fixed count per tick (service/idle_sweep.py)."""
+
+from __future__ import annotations
+
+from llm_bot.contract import MemoryJobV1
+from llm_bot.memory.working import ConversationKey
+from llm_bot.service.idle_sweep import SWEEP_BATCH, sweep_once
+from tests.support.in_memory import InMemoryProgress
+
+
+async def test_every_idle_conversation_is_queued_in_one_sweep() -> None:
+    """2.5 batches of idle conversations: all are queued by one sweep, the active one not."""
+    progress = InMemoryProgress()
+    idle = [ConversationKey("t", f"u{n}", "c") for n in range(SWEEP_BATCH * 5 // 2)]
+    for key in idle:
+        progress.activity[key] = 100.0
+    progress.activity[ConversationKey("t", "busy", "c")] = 990.0
+    published: list[MemoryJobV1] = []
+
+    async def publish(job: MemoryJobV1) -> None:
+        published.append(job)
+
+    queued = await sweep_once(progress=progress, publish=publish, idle_seconds=60, now=1000.0)
+    assert queued == len(idle)
+    assert {(j.user_id, j.kind) for j in published} == {(k.user_id, "finalize") for k in idle}
+    assert list(progress.activity) == [ConversationKey("t", "busy", "c")]
+
+
+async def test_a_sweep_stops_at_its_time_budget_and_the_next_one_goes_on() -> None:
+    """With no time left, one batch is done; the rest waits for the next sweep."""
+    progress = InMemoryProgress()
+    for n in range(SWEEP_BATCH * 2):
+        progress.activity[ConversationKey("t", f"u{n}", "c")] = 100.0
+
+    async def publish(_: MemoryJobV1) -> None:
+        return None
+
+    first = await sweep_once(
+        progress=progress, publish=publish, idle_seconds=60, now=1000.0, budget_seconds=0.0
+    )
+    second = await sweep_once(progress=progress, publish=publish, idle_seconds=60, now=1000.0)
+    assert (first, second) == (SWEEP_BATCH, SWEEP_BATCH)
