@@ -335,4 +335,5 @@ async def test_a_reply_puts_its_conversation_in_the_sweep_without_any_memory_job
         await say(client, key, "remember me")
         member = f"{key.tenant_id}|{key.user_id}|{key.conversation_id}"
         score = await service.redis.zscore(f"{settings.redis_key_prefix}:activity", member)
-    assert score is not None and score >= before - 1
+    assert score is not None
+    assert score >= before - 1

@@ -44,7 +44,8 @@ async def test_a_rate_limit_storm_pauses_the_process_and_every_event_is_answered
     refused = registry.get_sample_value("llmbot_model_rate_limited_total", {"source": "chat"})
     assert refused == fake_model.rate_limited
     paused = registry.get_sample_value("llmbot_model_paused_seconds_total")
-    assert paused is not None and paused >= 1.0
+    assert paused is not None
+    assert paused >= 1.0
     dead = registry.get_sample_value("llmbot_events_total", {"outcome": "dead_lettered"})
     assert dead == 0
 
