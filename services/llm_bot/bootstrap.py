@@ -355,6 +355,7 @@ def retriever_settings(settings: Settings) -> RetrievalSettings:
         min_score=settings.retrieval_min_score,
         topic_similarity=settings.topic_similarity,
         max_items=settings.retrieval_max_items,
+        timeout_seconds=settings.retrieval_timeout_ms / 1000,
     )
 
 

@@ -5,6 +5,7 @@ callers (erasure generations refuse writes, job markers, activity) and record ca
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
@@ -182,12 +183,21 @@ class InMemoryLongTermStore(_Recording):
 
 
 class InMemoryLease:
-    """One holder per conversation in this process (the lease's contract, minus Redis)."""
+    """One holder per key at a time in this process (the lease's contract, minus Redis):
+    an ``asyncio.Lock`` per key, taken in arrival order (FIFO), never re-entrant. ``held``
+    counts the holds of each key; the fencing token is ``token-<that count>``."""
 
     def __init__(self) -> None:
         self.held: Counter[ConversationKey] = Counter()
+        self._locks: defaultdict[ConversationKey, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     @asynccontextmanager
     async def hold(self, key: ConversationKey) -> AsyncIterator[str]:
-        self.held[key] += 1
-        yield f"token-{self.held[key]}"
+        async with self._locks[key]:
+            self.held[key] += 1
+            yield f"token-{self.held[key]}"
+
+    @asynccontextmanager
+    async def renewed(self, key: ConversationKey, token: str) -> AsyncIterator[None]:
+        """Nothing to renew: an in-memory lease never expires."""
+        yield

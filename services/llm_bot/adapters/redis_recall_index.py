@@ -11,7 +11,10 @@ Searching (the reply path) runs in memory: each process keeps the indexes it sea
 lately (:class:`SnapshotCache`, bounded by entries) and brings one up to date with one
 script call that returns only what changed since the cached ``seq``, or everything when
 the ``epoch`` changed (a removal, an erasure, a rebuild). So a search costs one round trip
-and no transfer while the user's index is unchanged.
+and no transfer while the user's index is unchanged. A whole index is loaded page by page
+(``LOAD_PAGE`` entries per round trip and per parse, the event loop free between pages), so
+neither Redis nor this process's other events wait for a big index; the retriever's time
+budget (``LLM_BOT_RETRIEVAL_TIMEOUT_MS``) lets a reply go on without recall meanwhile.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import json
 import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
@@ -78,26 +81,33 @@ end
 return removed
 """
 # KEYS: meta, seq, doc, vec. ARGV: cached epoch, cached seq. Returns {epoch, seq, model,
-# full ('1' when everything follows), ids, docs, vectors}; ids empty when nothing changed.
+# full, ids, docs, vectors}: full is '1' (and nothing follows: the caller loads the index
+# page by page, ``_load``) when the epoch changed; else the entries changed since the
+# cached seq (ids empty when nothing changed).
 _SYNC = """
 local meta = redis.call('HMGET', KEYS[1], 'epoch', 'seq', 'model')
 if not meta[1] then
   return {'', '0', '', '1', {}, {}, {}}
 end
-local full = meta[1] ~= ARGV[1]
-if not full and meta[2] == ARGV[2] then
+if meta[1] ~= ARGV[1] then
+  return {meta[1], meta[2], meta[3], '1', {}, {}, {}}
+end
+if meta[2] == ARGV[2] then
   return {meta[1], meta[2], meta[3], '0', {}, {}, {}}
 end
-local low = full and '-inf' or ('(' .. ARGV[2])
-local ids = redis.call('ZRANGEBYSCORE', KEYS[2], low, '+inf')
+local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[2], '+inf', 'LIMIT', 0, 2000)
 local docs, vecs = {}, {}
-for i = 1, #ids, 500 do
-  local chunk = {unpack(ids, i, math.min(i + 499, #ids))}
-  for _, v in ipairs(redis.call('HMGET', KEYS[3], unpack(chunk))) do docs[#docs + 1] = v end
-  for _, v in ipairs(redis.call('HMGET', KEYS[4], unpack(chunk))) do vecs[#vecs + 1] = v end
+if #ids > 0 then
+  docs = redis.call('HMGET', KEYS[3], unpack(ids))
+  vecs = redis.call('HMGET', KEYS[4], unpack(ids))
 end
-return {meta[1], meta[2], meta[3], full and '1' or '0', ids, docs, vecs}
+return {meta[1], meta[2], meta[3], '0', ids, docs, vecs}
 """
+LOAD_PAGE = 500
+"""Entries per round trip and per parse when a whole index is loaded: each keeps Redis and
+this process's event loop busy for milliseconds, not for the whole index."""
+SYNC_PAGE = 2000
+"""At most this many changed entries per incremental sync (more: a full load)."""
 
 
 def entry_json(entry: IndexEntry, vectors: int = 1) -> str:
@@ -150,7 +160,9 @@ class _Cached:
     seq: str = "0"
     model: str = ""
     snapshot: IndexSnapshot | None = None
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    refreshing: asyncio.Task[None] | None = None
+    """The refresh in progress: searches wait for it; one that gives up (its time
+    budget) leaves it running, so the next search finds the index loaded."""
 
 
 class SnapshotCache:
@@ -269,9 +281,11 @@ class RedisRecallIndex:
         search it. Vectors of another model are not compared: keyword search only."""
         scope = self._keys.user_scope(tenant_id, user_id)
         cached = self._cache.get(scope)
-        async with cached.lock:
-            await self._refresh(tenant_id, user_id, cached)
-            snapshot = cached.snapshot
+        if cached.refreshing is not None and not cached.refreshing.done():
+            await asyncio.shield(cached.refreshing)  # then our own, for what came since
+        cached.refreshing = asyncio.create_task(self._refresh(tenant_id, user_id, cached))
+        await asyncio.shield(cached.refreshing)
+        snapshot = cached.snapshot
         self._cache.shrink()
         if snapshot is None:
             return []
@@ -286,17 +300,64 @@ class RedisRecallIndex:
         return search(snapshot, query)
 
     async def _refresh(self, tenant_id: str, user_id: str, cached: _Cached) -> None:
-        keys = [self._key(tenant_id, user_id, part) for part in ("meta", "seq", "doc", "vec")]
-        reply = await self._sync(keys=keys, args=[cached.epoch, cached.seq])
-        epoch, seq, model, full, ids, docs, vectors = cast("list[Any]", reply)
-        if full == b"1" or cached.snapshot is None:
-            cached.snapshot = IndexSnapshot()
-        cached.epoch, cached.seq, cached.model = _text(epoch), _text(seq), _text(model)
-        cached.snapshot.upsert(
-            stored_entry(_text(entry_id), doc, vector)
-            for entry_id, doc, vector in zip(ids, docs, vectors, strict=True)
-            if doc is not None and vector is not None
+        """Bring ``cached`` up to date: the changes since its seq in one round trip, or,
+        when the epoch changed (or too much changed), the whole index page by page."""
+        for _ in range(3):  # a full load races a removal at most a few times
+            keys = [self._key(tenant_id, user_id, part) for part in ("meta", "seq", "doc", "vec")]
+            reply = await self._sync(keys=keys, args=[cached.epoch, cached.seq])
+            epoch, seq, model, full, ids, docs, vectors = cast("list[Any]", reply)
+            if not epoch:  # the user has no index
+                cached.snapshot, cached.epoch, cached.seq = IndexSnapshot(), "", "0"
+                return
+            if full == b"1" or cached.snapshot is None or len(ids) >= SYNC_PAGE:
+                await self._load(tenant_id, user_id, cached)
+                continue  # then what changed while it loaded
+            cached.epoch, cached.seq, cached.model = _text(epoch), _text(seq), _text(model)
+            cached.snapshot.upsert(
+                stored_entry(_text(entry_id), doc, vector)
+                for entry_id, doc, vector in zip(ids, docs, vectors, strict=True)
+                if doc is not None and vector is not None
+            )
+            return
+
+    async def _load(self, tenant_id: str, user_id: str, cached: _Cached) -> None:
+        """The whole index into a new snapshot, ``LOAD_PAGE`` entries per round trip and
+        per parse, yielding to the event loop between pages; swapped in when complete."""
+        meta, seq_key, doc, vec = (
+            self._key(tenant_id, user_id, part) for part in ("meta", "seq", "doc", "vec")
         )
+        epoch, upto, model = cast(
+            "list[bytes | None]", await self._redis.hmget(meta, ["epoch", "seq", "model"])
+        )
+        snapshot = IndexSnapshot()
+        low: str | float = "-inf"
+        while True:
+            page = cast(
+                "list[tuple[bytes, float]]",
+                await self._redis.zrangebyscore(
+                    seq_key, low, "+inf", start=0, num=LOAD_PAGE, withscores=True
+                ),
+            )
+            if not page:
+                break
+            ids = [entry_id for entry_id, _ in page]
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.hmget(doc, ids)
+                pipe.hmget(vec, ids)
+                docs, vectors = await pipe.execute()
+            snapshot.upsert(
+                stored_entry(_text(entry_id), raw_doc, raw_vec)
+                for entry_id, raw_doc, raw_vec in zip(ids, docs, vectors, strict=True)
+                if raw_doc is not None and raw_vec is not None
+            )
+            low = f"({page[-1][1]:.0f}"
+            if len(page) < LOAD_PAGE:
+                break
+            await asyncio.sleep(0)  # other events go on between pages
+        cached.snapshot = snapshot
+        cached.epoch = _text(epoch) if epoch is not None else ""
+        cached.seq = _text(upto) if upto is not None else "0"
+        cached.model = _text(model) if model is not None else ""
 
 
 def _pack(vectors: Vector) -> bytes:

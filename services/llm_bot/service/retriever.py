@@ -40,7 +40,7 @@ from llm_bot.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
 
-Outcome = Literal["searched", "filler_skip", "topic_reuse", "off", "failed"]
+Outcome = Literal["searched", "filler_skip", "topic_reuse", "off", "failed", "timeout"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,9 @@ class RetrievalSettings:
     min_score: float
     topic_similarity: float
     max_items: int
+    timeout_seconds: float = 0.05
+    """The search's time budget (``LLM_BOT_RETRIEVAL_TIMEOUT_MS``): past it the reply goes
+    on without recall (outcome ``timeout``); a big index still loading goes on loading."""
 
 
 @dataclass(frozen=True)
@@ -145,7 +148,11 @@ class Retriever:
             kept = joined(topic, vector)
             return Retrieval("topic_reuse", topic.selection, kept, _since(query))
         try:
-            hits = await self.search(query.text, vector, key, exclude=exclude)
+            async with asyncio.timeout(self._settings.timeout_seconds):
+                hits = await self.search(query.text, vector, key, exclude=exclude)
+        except TimeoutError:
+            log.warning("retrieval.timed_out", budget_ms=self._settings.timeout_seconds * 1000)
+            return Retrieval("timeout", topic=topic, seconds=_since(query))
         except LlmBotError as exc:
             log.warning("retrieval.failed", code=exc.code, error=str(exc))
             return Retrieval("failed", topic=topic, seconds=_since(query))

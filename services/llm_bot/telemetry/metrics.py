@@ -16,7 +16,7 @@ OUTCOMES = ("ok", "skip", "duplicate", "retried", "dead_lettered")
 ERROR_CODES = ("invalid_event", "model_error", "memory_unavailable", "timeout", "internal")
 
 
-RETRIEVAL_OUTCOMES = ("searched", "filler_skip", "topic_reuse", "off", "failed")
+RETRIEVAL_OUTCOMES = ("searched", "filler_skip", "topic_reuse", "off", "failed", "timeout")
 
 
 class Metrics:

@@ -1,0 +1,115 @@
+"""A big index loads page by page, never in one piece, and a search has a time budget
+(adapters/redis_recall_index.py, service/retriever.py; SPEC 5.7)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+import redis.asyncio as aioredis
+from opentelemetry.sdk.trace import TracerProvider
+from prometheus_client import CollectorRegistry
+
+from llm_bot.adapters import redis_recall_index
+from llm_bot.adapters.redis_keys import RedisKeys
+from llm_bot.adapters.redis_recall_index import LOAD_PAGE, RedisRecallIndex
+from llm_bot.memory.working import ConversationKey
+from llm_bot.service.retriever import PreparedQuery, RetrievalSettings, Retriever
+from llm_bot.telemetry.metrics import Metrics
+from tests.integration.test_recall_index_contract import MODEL, entry, query
+from tests.support.embeddings import hashed_vector, hashed_vectors
+from tests.support.events import new_id
+from tests.support.harness import TEST_KEY_PREFIX
+from tests.support.services import ServiceUrls
+
+pytestmark = pytest.mark.integration
+
+ENTRIES = LOAD_PAGE * 4 + 7
+
+
+@pytest.fixture
+async def client(service_urls: ServiceUrls) -> AsyncIterator[aioredis.Redis]:
+    redis = aioredis.from_url(service_urls.redis_url)
+    yield redis
+    await redis.aclose()
+
+
+def _index(client: aioredis.Redis) -> RedisRecallIndex:
+    return RedisRecallIndex(
+        client=client, keys=RedisKeys(prefix=TEST_KEY_PREFIX), ttl_seconds=3600, cache_entries=10**6
+    )
+
+
+async def _fill(index: RedisRecallIndex, tenant: str, user: str, count: int) -> None:
+    entries = [entry(f"m|c1|e{n}", f"note number {n} about topic{n}") for n in range(count)]
+    for start in range(0, count, 500):
+        chunk = entries[start : start + 500]
+        await index.upsert(
+            tenant, user, [(e, hashed_vectors(e)) for e in chunk], model=MODEL, erasure=""
+        )
+
+
+async def test_a_big_index_loads_in_pages_and_every_entry_is_found(
+    client: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loading yields to the event loop between pages of LOAD_PAGE entries; the first and
+    the last entry written are both found; a removal reloads the rest, page by page."""
+    tenant, user = new_id("t"), new_id("u")
+    await _fill(_index(client), tenant, user, ENTRIES)
+    index = _index(client)  # a process that has not searched this user yet
+    pages = 0
+    sleep = asyncio.sleep
+
+    async def counting_sleep(delay: float) -> None:
+        nonlocal pages
+        pages += 1
+        await sleep(delay)
+
+    monkeypatch.setattr(redis_recall_index.asyncio, "sleep", counting_sleep)
+    first = await index.search(tenant, user, query("topic0"), model=MODEL)
+    last = await index.search(tenant, user, query(f"topic{ENTRIES - 1}"), model=MODEL)
+    assert first[0].entry.id == "m|c1|e0"
+    assert last[0].entry.id == f"m|c1|e{ENTRIES - 1}"
+    assert pages == ENTRIES // LOAD_PAGE
+    assert await index.remove(tenant, user, ["m|c1|e0"]) == 1
+    again = await index.search(tenant, user, query("topic0"), model=MODEL)
+    assert "m|c1|e0" not in [hit.entry.id for hit in again]
+    assert pages == 2 * (ENTRIES // LOAD_PAGE)
+
+
+async def test_a_search_past_its_budget_goes_on_without_recall_and_the_load_finishes(
+    client: aioredis.Redis,
+) -> None:
+    """A 1 ms budget against an index that takes longer to load: outcome ``timeout`` (the
+    reply goes on), and the load completes in the background for the next search."""
+    tenant, user = new_id("t"), new_id("u")
+    index = _index(client)
+    await _fill(index, tenant, user, ENTRIES)
+    fresh = _index(client)
+    registry = CollectorRegistry()
+    retriever = Retriever(
+        embedder=None,
+        index=fresh,
+        settings=RetrievalSettings(
+            min_score=0.0, topic_similarity=0.99, max_items=5, timeout_seconds=0.001
+        ),
+        metrics=Metrics(registry=registry),
+        tracer=TracerProvider().get_tracer("test"),
+    )
+    key = ConversationKey(tenant, user, "c9")
+    started = time.perf_counter()
+    result = await retriever.retrieve(PreparedQuery("topic7", None), key, exclude=(), topic=None)
+    assert result.outcome == "timeout"
+    assert result.records == ()
+    assert time.perf_counter() - started < 0.5
+    async with asyncio.timeout(30):  # the load goes on without any search waiting
+        while (
+            await fresh.search(
+                tenant, user, query("topic7", vector=hashed_vector("topic7")), model=MODEL
+            )
+        ) == []:
+            await asyncio.sleep(0.01)
+    timeouts = registry.get_sample_value("llmbot_retrieval_searches_total", {"outcome": "timeout"})
+    assert timeouts == 1
