@@ -225,7 +225,10 @@ class EventConsumer:
                 self._dispatcher.offer(message, held, key)
                 return
         settlement = RabbitSettlement(message)
-        task = asyncio.create_task(self._process_held(held, settlement, None, None, fault))
+        work = self._process_held(held, settlement, None, None, fault)
+        if self._dispatcher is not None:  # it takes a slot like any other event
+            work = self._dispatcher.in_a_slot(work)
+        task = asyncio.create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

@@ -42,6 +42,8 @@ from llm_bot.telemetry.metrics import Metrics
 log = structlog.get_logger(__name__)
 
 ADMIT_BATCH = 256
+DIRECT = ""
+"""The slot holder of work processed where it was delivered (no tenant id: "" is none)."""
 ADMISSION_WINDOW = 256
 """RabbitMQ prefetch of the ingress channel with fair dispatch: deliveries are acked as
 soon as Redis has them, so a wide window lets a backlog leave the queue in a few round
@@ -234,6 +236,17 @@ class FairDispatcher:
                 continue
             self._shares.finish(tenant)
             self._waiting.discard(tenant)  # none due now; the next refresh brings it back
+
+    async def in_a_slot(self, work: Awaitable[None]) -> None:
+        """Work processed where it was delivered (an event the queue does not take: no
+        readable conversation, or a ``memory.forget`` of every conversation) holds a slot
+        while it runs, so the replica's slots bound everything it processes at once."""
+        self._shares.start(DIRECT)
+        try:
+            await work
+        finally:
+            self._shares.finish(DIRECT)
+            self._wake.set()
 
     def _spawn(self, taken: Taken) -> None:
         task = asyncio.create_task(self._run(taken))
