@@ -34,6 +34,7 @@ from prometheus_client import CollectorRegistry
 
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.adapters.redis_recall_index import RedisRecallIndex
+from llm_bot.entrypoints.startup import freeze_startup_heap
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.logs import configure_logging
 from llm_bot.memory.keyword_terms import keyword_terms
@@ -142,6 +143,7 @@ async def main_async(args: argparse.Namespace) -> int:
                 ttl_seconds=3600,
                 cache_entries=10**6,
             )
+            freeze_startup_heap()  # as `llm-bot run` does once it consumes
             print(f"... filling {args.entries} entries", flush=True)
             await fill(index, big_tenant, big_user, args.entries)
             probe = LoopProbe()

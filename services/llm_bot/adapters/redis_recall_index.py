@@ -103,7 +103,7 @@ if #ids > 0 then
 end
 return {meta[1], meta[2], meta[3], '0', ids, docs, vecs}
 """
-LOAD_PAGE = 500
+LOAD_PAGE = 250
 """Entries per round trip and per parse when a whole index is loaded: each keeps Redis and
 this process's event loop busy for milliseconds, not for the whole index."""
 SYNC_PAGE = 2000

@@ -11,7 +11,7 @@ import structlog
 from llm_bot.bootstrap import build_service
 from llm_bot.config import Settings
 from llm_bot.entrypoints.http_server import HealthServer
-from llm_bot.entrypoints.startup import check_redis, redis_readiness
+from llm_bot.entrypoints.startup import check_redis, freeze_startup_heap, redis_readiness
 
 log = structlog.get_logger(__name__)
 
@@ -36,6 +36,7 @@ async def run_consumer(settings: Settings) -> None:
         await check_redis(service.redis)
         await health.start()
         await service.consumer.start()
+        freeze_startup_heap()
         log.info(
             "service.ready", model=settings.openai_model, api=settings.api, http_port=health.port
         )

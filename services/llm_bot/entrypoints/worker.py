@@ -12,7 +12,7 @@ import structlog
 from llm_bot.bootstrap import build_worker
 from llm_bot.config import Settings
 from llm_bot.entrypoints.http_server import HealthServer
-from llm_bot.entrypoints.startup import check_redis, redis_readiness
+from llm_bot.entrypoints.startup import check_redis, freeze_startup_heap, redis_readiness
 from llm_bot.service.idle_sweep import sweep_forever
 
 log = structlog.get_logger(__name__)
@@ -40,6 +40,7 @@ async def run_worker(settings: Settings) -> None:
         await check_redis(worker.redis)
         await health.start()
         await worker.consumer.start()
+        freeze_startup_heap()
         sweeper = asyncio.create_task(
             sweep_forever(
                 progress=worker.progress,
