@@ -55,7 +55,8 @@ async def test_a_big_index_loads_in_pages_and_every_entry_is_found(
     client: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Loading yields to the event loop between pages of LOAD_PAGE entries; the first and
-    the last entry written are both found; a removal reloads the rest, page by page."""
+    the last entry written are both found; a removal is caught up with incrementally (a
+    tombstone), no reload."""
     tenant, user = new_id("t"), new_id("u")
     await _fill(_index(client), tenant, user, ENTRIES)
     index = _index(client)  # a process that has not searched this user yet
@@ -76,7 +77,8 @@ async def test_a_big_index_loads_in_pages_and_every_entry_is_found(
     assert await index.remove(tenant, user, ["m|c1|e0"]) == 1
     again = await index.search(tenant, user, query("topic0"), model=MODEL)
     assert "m|c1|e0" not in [hit.entry.id for hit in again]
-    assert pages == 2 * (ENTRIES // LOAD_PAGE)
+    assert pages == ENTRIES // LOAD_PAGE
+    assert await index.count(tenant, user) == ENTRIES - 1
 
 
 async def test_a_search_past_its_budget_goes_on_without_recall_and_the_load_finishes(
@@ -113,3 +115,23 @@ async def test_a_search_past_its_budget_goes_on_without_recall_and_the_load_fini
             await asyncio.sleep(0.01)
     timeouts = registry.get_sample_value("llmbot_retrieval_searches_total", {"outcome": "timeout"})
     assert timeouts == 1
+
+
+async def test_a_copy_older_than_the_kept_tombstones_loads_the_index_again(
+    client: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the latest removals are kept as tombstones: a copy that missed trimmed ones
+    loads the whole index again, and no removed entry survives in it."""
+    monkeypatch.setattr(redis_recall_index, "TOMBSTONES_KEPT", 2)
+    tenant, user = new_id("t"), new_id("u")
+    writer, reader = _index(client), _index(client)
+    await _fill(writer, tenant, user, 10)
+    assert len(await reader.search(tenant, user, query("topic1"), model=MODEL)) > 0
+    assert await writer.remove(tenant, user, ["m|c1|e1", "m|c1|e2", "m|c1|e3"]) == 3
+    found = {
+        hit.entry.id
+        for text in ("topic1", "topic2", "topic3", "topic4")
+        for hit in await reader.search(tenant, user, query(text), model=MODEL)
+    }
+    assert found.isdisjoint({"m|c1|e1", "m|c1|e2", "m|c1|e3"})
+    assert "m|c1|e4" in found

@@ -261,3 +261,52 @@ def test_fusion_ties_go_to_the_closer_meaning() -> None:
     fused = fuse([[0, 1, 2], [0, 2, 1]], (dense, keyword))
     assert [row for row, _ in fused] == [0, 2, 1]
     assert fused[1][1] == fused[2][1]
+
+
+WORDS = ("cat", "dog", "garden", "tea", "bike", "moon", "river", "piano")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.booleans(),
+            st.integers(0, 9),
+            st.integers(1, 4),
+            st.lists(st.sampled_from(WORDS), min_size=1, max_size=4),
+        ),
+        min_size=1,
+        max_size=80,
+    )
+)
+def test_removals_leave_what_a_fresh_build_of_the_rest_holds(
+    steps: list[tuple[bool, int, int, list[str]]],
+) -> None:
+    """After any mix of writes and removals, every remaining entry scores (dense with its
+    sentences, BM25) exactly as in a snapshot built from scratch of the remaining entries;
+    removed ones are gone, and the weight counts what remains."""
+    index = IndexSnapshot(dimension=8)
+    latest: dict[str, tuple[IndexEntry, np.ndarray]] = {}
+    for remove, key, rows, words in steps:
+        entry_id = f"e{key}"
+        if remove:
+            assert index.remove([entry_id]) == (1 if entry_id in latest else 0)
+            latest.pop(entry_id, None)
+            continue
+        seed = sum(map(ord, " ".join(words))) + rows
+        vectors = np.random.default_rng(seed).normal(size=(rows, 8)).astype(np.float32)
+        item = entry(entry_id, " ".join(words))
+        index.upsert([(item, vectors)])
+        latest[entry_id] = (item, vectors)
+    fresh = IndexSnapshot(dimension=8)
+    fresh.upsert(latest.values())
+    probe = np.random.default_rng(3).normal(size=8).astype(np.float32)
+    terms = ["cat", "garden", "piano"]
+    assert {e.id for e in index.entries} == set(latest)
+    assert index.weight == fresh.weight
+    dense = dict(zip((e.id for e in index.entries), index.dense_scores(probe), strict=True))
+    keyword = dict(zip((e.id for e in index.entries), index.keyword_scores(terms), strict=True))
+    for row, item in enumerate(fresh.entries):
+        assert dense[item.id] == pytest.approx(float(fresh.dense_scores(probe)[row]), abs=1e-5)
+        assert keyword[item.id] == pytest.approx(float(fresh.keyword_scores(terms)[row]), abs=1e-5)
+        assert index.get(item.id) == item

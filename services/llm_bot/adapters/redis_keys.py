@@ -117,8 +117,9 @@ class RedisKeys:
     def recall_index(self, tenant_id: str, user_id: str, part: str) -> str:
         """The user's retrieval index: ``meta`` (hash: epoch, seq, model), ``doc`` (hash:
         entry id -> JSON), ``vec`` (hash: entry id -> float16 embedding), ``seq`` (sorted
-        set: entry id by the write sequence that last changed it)."""
-        if part not in ("meta", "doc", "vec", "seq"):
+        set: entry id by the write sequence that last changed it), ``tomb`` (sorted set:
+        removed entry id by the write sequence of its removal)."""
+        if part not in ("meta", "doc", "vec", "seq", "tomb"):
             raise ValueError(f"unknown index part {part!r}")
         return f"{self.user_scope(tenant_id, user_id)}:idx:{part}"
 
@@ -145,7 +146,7 @@ class RedisKeys:
             ),
             *(
                 self.recall_index(tenant_id, user_id, part)
-                for part in ("meta", "doc", "vec", "seq")
+                for part in ("meta", "doc", "vec", "seq", "tomb")
             ),
         )
 

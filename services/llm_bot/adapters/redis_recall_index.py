@@ -5,12 +5,15 @@ JSON), ``vec`` (entry id -> float16 unit embeddings: the entry's own, then its s
 when it has several, ``v`` in its JSON saying how many in all), ``seq`` (entry id scored by the write
 that last changed it) and ``meta`` (``epoch``, ``seq``, ``model``). Writes (the memory
 worker) are Lua scripts that check the user's erasure generation like every other worker
-write; a changed entry gets a new ``seq``; a removal starts a new ``epoch``.
+write; a changed entry gets a new ``seq``; a removal leaves a tombstone (``tomb``) at a new
+``seq``, so copies in memory drop it at their next sync; an erasure or a rebuild starts
+a new ``epoch``.
 
 Searching (the reply path) runs in memory: each process keeps the indexes it searched
 lately (:class:`SnapshotCache`, bounded by entries) and brings one up to date with one
 script call that returns only what changed since the cached ``seq``, or everything when
-the ``epoch`` changed (a removal, an erasure, a rebuild). So a search costs one round trip
+the ``epoch`` changed (an erasure, a rebuild) or the copy is older than the tombstones
+kept. So a search costs one round trip
 and no transfer while the user's index is unchanged. A whole index is loaded page by page
 (``LOAD_PAGE`` entries per round trip and per parse, the event loop free between pages), so
 neither Redis nor this process's other events wait for a big index; the retriever's time
@@ -67,41 +70,57 @@ for k = 2, 5 do
 end
 return written
 """
-# KEYS: meta, doc, vec, seq. ARGV: a new epoch, then ids.
+# KEYS: meta, doc, vec, seq, tomb. ARGV: ttl seconds, tombstones kept, then ids. A removal
+# is a tombstone at a new seq (copies in memory drop the entry at their next sync); only
+# the latest tombstones are kept: a copy older than ``floor`` (the highest trimmed) loads
+# the whole index again.
 _REMOVE = """
 local removed = 0
-for i = 2, #ARGV do
-  removed = removed + redis.call('HDEL', KEYS[2], ARGV[i])
-  redis.call('HDEL', KEYS[3], ARGV[i])
-  redis.call('ZREM', KEYS[4], ARGV[i])
+for i = 3, #ARGV do
+  if redis.call('HDEL', KEYS[2], ARGV[i]) == 1 then
+    removed = removed + 1
+    redis.call('HDEL', KEYS[3], ARGV[i])
+    redis.call('ZREM', KEYS[4], ARGV[i])
+    local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
+    redis.call('ZADD', KEYS[5], seq, ARGV[i])
+  end
+end
+local excess = redis.call('ZCARD', KEYS[5]) - tonumber(ARGV[2])
+if excess > 0 then
+  local last = redis.call('ZRANGE', KEYS[5], excess - 1, excess - 1, 'WITHSCORES')
+  redis.call('HSET', KEYS[1], 'floor', last[2])
+  redis.call('ZREMRANGEBYRANK', KEYS[5], 0, excess - 1)
 end
 if removed > 0 then
-  redis.call('HSET', KEYS[1], 'epoch', ARGV[1])
+  redis.call('EXPIRE', KEYS[5], ARGV[1])
 end
 return removed
 """
-# KEYS: meta, seq, doc, vec. ARGV: cached epoch, cached seq. Returns {epoch, seq, model,
-# full, ids, docs, vectors}: full is '1' (and nothing follows: the caller loads the index
-# page by page, ``_load``) when the epoch changed; else the entries changed since the
-# cached seq (ids empty when nothing changed).
+TOMBSTONES_KEPT = 10_000
+"""Removals a copy in memory can catch up with incrementally (older copies reload)."""
+# KEYS: meta, seq, doc, vec, tomb. ARGV: cached epoch, cached seq. Returns {epoch, seq,
+# model, full, ids, docs, vectors, removed}: full is '1' (and nothing follows: the caller
+# loads the index page by page, ``_load``) when the epoch changed or the copy is older than
+# the kept tombstones; else the entries changed and removed since the cached seq.
 _SYNC = """
-local meta = redis.call('HMGET', KEYS[1], 'epoch', 'seq', 'model')
+local meta = redis.call('HMGET', KEYS[1], 'epoch', 'seq', 'model', 'floor')
 if not meta[1] then
-  return {'', '0', '', '1', {}, {}, {}}
+  return {'', '0', '', '1', {}, {}, {}, {}}
 end
-if meta[1] ~= ARGV[1] then
-  return {meta[1], meta[2], meta[3], '1', {}, {}, {}}
+if meta[1] ~= ARGV[1] or tonumber(ARGV[2]) < tonumber(meta[4] or '0') then
+  return {meta[1], meta[2], meta[3], '1', {}, {}, {}, {}}
 end
 if meta[2] == ARGV[2] then
-  return {meta[1], meta[2], meta[3], '0', {}, {}, {}}
+  return {meta[1], meta[2], meta[3], '0', {}, {}, {}, {}}
 end
 local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[2], '+inf', 'LIMIT', 0, 2000)
+local removed = redis.call('ZRANGEBYSCORE', KEYS[5], '(' .. ARGV[2], '+inf')
 local docs, vecs = {}, {}
 if #ids > 0 then
   docs = redis.call('HMGET', KEYS[3], unpack(ids))
   vecs = redis.call('HMGET', KEYS[4], unpack(ids))
 end
-return {meta[1], meta[2], meta[3], '0', ids, docs, vecs}
+return {meta[1], meta[2], meta[3], '0', ids, docs, vecs, removed}
 """
 LOAD_PAGE = 250
 """Entries per round trip and per parse when a whole index is loaded: each keeps Redis and
@@ -252,8 +271,10 @@ class RedisRecallIndex:
     async def remove(self, tenant_id: str, user_id: str, entry_ids: Sequence[str]) -> int:
         if not entry_ids:
             return 0
-        keys = [self._key(tenant_id, user_id, part) for part in ("meta", "doc", "vec", "seq")]
-        return int(await self._remove(keys=keys, args=[uuid.uuid4().hex, *entry_ids]))
+        keys = [
+            self._key(tenant_id, user_id, part) for part in ("meta", "doc", "vec", "seq", "tomb")
+        ]
+        return int(await self._remove(keys=keys, args=[self._ttl, TOMBSTONES_KEPT, *entry_ids]))
 
     async def forget_conversation(self, key: ConversationKey) -> int:
         """The entries of its messages (their ids start with the conversation's prefix)."""
@@ -262,7 +283,9 @@ class RedisRecallIndex:
         return await self.remove(key.tenant_id, key.user_id, list(ids))
 
     async def forget_user(self, tenant_id: str, user_id: str) -> int:
-        names = [self._key(tenant_id, user_id, part) for part in ("meta", "doc", "vec", "seq")]
+        names = [
+            self._key(tenant_id, user_id, part) for part in ("meta", "doc", "vec", "seq", "tomb")
+        ]
         count = int(await self._redis.hlen(names[1]))
         await self._redis.unlink(*names)
         self._cache.drop(self._keys.user_scope(tenant_id, user_id))
@@ -303,9 +326,12 @@ class RedisRecallIndex:
         """Bring ``cached`` up to date: the changes since its seq in one round trip, or,
         when the epoch changed (or too much changed), the whole index page by page."""
         for _ in range(3):  # a full load races a removal at most a few times
-            keys = [self._key(tenant_id, user_id, part) for part in ("meta", "seq", "doc", "vec")]
+            keys = [
+                self._key(tenant_id, user_id, part)
+                for part in ("meta", "seq", "doc", "vec", "tomb")
+            ]
             reply = await self._sync(keys=keys, args=[cached.epoch, cached.seq])
-            epoch, seq, model, full, ids, docs, vectors = cast("list[Any]", reply)
+            epoch, seq, model, full, ids, docs, vectors, removed = cast("list[Any]", reply)
             if not epoch:  # the user has no index
                 cached.snapshot, cached.epoch, cached.seq = IndexSnapshot(), "", "0"
                 return
@@ -313,6 +339,7 @@ class RedisRecallIndex:
                 await self._load(tenant_id, user_id, cached)
                 continue  # then what changed while it loaded
             cached.epoch, cached.seq, cached.model = _text(epoch), _text(seq), _text(model)
+            cached.snapshot.remove(_text(entry_id) for entry_id in removed)  # before upserts
             cached.snapshot.upsert(
                 stored_entry(_text(entry_id), doc, vector)
                 for entry_id, doc, vector in zip(ids, docs, vectors, strict=True)

@@ -155,6 +155,33 @@ class IndexSnapshot:
             )
             self._post(row, entry.terms)
 
+    def remove(self, entry_ids: Iterable[str]) -> int:
+        """Drop entries (an unknown id is ignored); returns how many were dropped. The last
+        row moves into each freed one, so the arrays stay dense and nothing is copied."""
+        removed = 0
+        for entry_id in entry_ids:
+            row = self._rows.pop(entry_id, None)
+            if row is None:
+                continue
+            removed += 1
+            self._unpost(row)
+            self._sentences.put(row, self._matrix[:0])
+            last = len(self._entries) - 1
+            if row != last:
+                moved = self._entries[last]
+                self._unpost(last)
+                self._entries[row] = moved
+                self._rows[moved.id] = row
+                self._matrix[row] = self._matrix[last]
+                self._speakers[row] = self._speakers[last]
+                self._sentences.move(last, row)
+                self._post(row, moved.terms)
+            self._entries.pop()
+            self._lengths.pop()
+            self._matrix[last] = 0
+            self._filled = len(self._entries)
+        return removed
+
     def _grow(self, rows: int) -> None:
         if rows > self._matrix.shape[0]:
             size = max(rows, 2 * self._matrix.shape[0], 64)
@@ -254,6 +281,14 @@ class _SentenceVectors:
         self._of[entry_row] = range(start, start + len(vectors))
         self._filled += len(vectors)
         self.live += len(vectors)
+
+    def move(self, from_row: int, to_row: int) -> None:
+        """The sentence embeddings of entry row ``from_row`` now belong to ``to_row`` (which
+        has none)."""
+        span = self._of.pop(from_row, None)
+        if span is not None:
+            self._owner[span.start : span.stop] = to_row
+            self._of[to_row] = span
 
     def pool(self, scores: Vector, query: Vector) -> Vector:
         """``scores`` (the entries' own cosines) raised to their sentences' best cosine."""
