@@ -45,6 +45,23 @@ async def _candidates_until_quiet(
     return before_quiet, noisy
 
 
+async def _publish_backlog(
+    client: Integrator, conversations: list[ConversationKey], texts: list[str]
+) -> None:
+    """The noisy tenant's events (round-robin over ``conversations``), then one event of
+    the quiet tenant behind them."""
+    for n, text in enumerate(texts):
+        key = conversations[n % len(conversations)]
+        await client.publish(
+            message_event(
+                tenant=key.tenant_id, user=key.user_id, conversation=key.conversation_id, text=text
+            )
+        )
+    await client.publish(
+        message_event(tenant="quiet", user=new_id("u"), conversation=new_id("c"), text="hi")
+    )
+
+
 def _sample(registry: CollectorRegistry, name: str, labels: dict[str, str] | None = None) -> float:
     return registry.get_sample_value(name, labels or {}) or 0.0
 
@@ -59,18 +76,7 @@ async def test_a_burst_in_one_conversation_does_not_hold_the_replicas_slots(
     registry = CollectorRegistry()
     burst = ConversationKey("noisy", new_id("u"), new_id("c"))
     async with bot(make_settings(prefetch=4), registry=registry) as (_, client):
-        for n in range(40):
-            await client.publish(
-                message_event(
-                    tenant=burst.tenant_id,
-                    user=burst.user_id,
-                    conversation=burst.conversation_id,
-                    text=f"burst {n}",
-                )
-            )
-        await client.publish(
-            message_event(tenant="quiet", user=new_id("u"), conversation=new_id("c"), text="hi")
-        )
+        await _publish_backlog(client, [burst], [f"burst {n}" for n in range(40)])
         before_quiet, noisy = await _candidates_until_quiet(client, noisy_total=40)
         assert client.errors.empty()
     assert before_quiet < 10, f"the quiet tenant waited behind {before_quiet} burst events"
@@ -93,19 +99,7 @@ async def test_a_tenants_flood_takes_its_share_and_the_quiet_tenant_gets_through
         _,
         client,
     ):
-        for n in range(40):
-            key = conversations[n % 20]
-            await client.publish(
-                message_event(
-                    tenant=key.tenant_id,
-                    user=key.user_id,
-                    conversation=key.conversation_id,
-                    text=f"flood {n}",
-                )
-            )
-        await client.publish(
-            message_event(tenant="quiet", user=new_id("u"), conversation=new_id("c"), text="hi")
-        )
+        await _publish_backlog(client, conversations, [f"flood {n}" for n in range(40)])
         before_quiet, noisy = await _candidates_until_quiet(client, noisy_total=40)
         assert client.errors.empty()
     assert before_quiet < 20, f"the quiet tenant waited behind {before_quiet} flood events"
@@ -122,18 +116,7 @@ async def test_without_fair_dispatch_the_quiet_tenant_waits_behind_the_backlog(
     fake_model.set_latency(LATENCY)
     burst = ConversationKey("noisy", new_id("u"), new_id("c"))
     async with bot(make_settings(prefetch=4, fair_dispatch=False)) as (_, client):
-        for n in range(20):
-            await client.publish(
-                message_event(
-                    tenant=burst.tenant_id,
-                    user=burst.user_id,
-                    conversation=burst.conversation_id,
-                    text=f"burst {n}",
-                )
-            )
-        await client.publish(
-            message_event(tenant="quiet", user=new_id("u"), conversation=new_id("c"), text="hi")
-        )
+        await _publish_backlog(client, [burst], [f"burst {n}" for n in range(20)])
         before_quiet, _ = await _candidates_until_quiet(client, noisy_total=20)
     assert before_quiet >= 15
 
