@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import statistics
 import time
@@ -47,11 +48,23 @@ from tests.support.services import DEFAULT_AMQP_URL, DEFAULT_REDIS_URL, ServiceU
 
 
 class LoopProbe:
-    """Sleeps 5 ms again and again; the lateness of each wake-up is a stall."""
+    """Sleeps 5 ms again and again; the lateness of each wake-up is a stall. Also times
+    the garbage collector's full (generation 2) collections meanwhile."""
 
     def __init__(self) -> None:
         self.worst = 0.0
         self._task: asyncio.Task[None] | None = None
+        self.full_collections: list[float] = []
+        self._gc_started = 0.0
+        gc.callbacks.append(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+        else:
+            self.full_collections.append(time.perf_counter() - self._gc_started)
 
     async def _run(self) -> None:
         while True:
@@ -61,6 +74,7 @@ class LoopProbe:
 
     def start(self) -> None:
         self.worst = 0.0
+        self.full_collections = []
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> float:
@@ -159,6 +173,7 @@ async def main_async(args: argparse.Namespace) -> int:
             probe.start()
             await chat(client, args.seconds, args.rate, before)
             stall_before = await probe.stop()
+            gc_before = list(probe.full_collections)
 
             async def resyncs() -> None:
                 for n in range(int(args.seconds // 2)):
@@ -178,6 +193,7 @@ async def main_async(args: argparse.Namespace) -> int:
             probe.start()
             await asyncio.gather(chat(client, args.seconds, args.rate, during), resyncs())
             stall_during = await probe.stop()
+            gc_during = list(probe.full_collections)
     outcomes = {
         o: registry.get_sample_value("llmbot_retrieval_searches_total", {"outcome": o}) or 0
         for o in ("searched", "timeout", "failed")
@@ -191,6 +207,9 @@ async def main_async(args: argparse.Namespace) -> int:
         f"loop's longest stall {stall_during * 1000:.0f} ms"
     )
     print(f"retrieval outcomes (all users): {outcomes}")
+    for phase, pauses in (("before", gc_before), ("during", gc_during)):
+        longest = max(pauses, default=0.0) * 1000
+        print(f"full garbage collections {phase}: {len(pauses)}, longest {longest:.0f} ms")
     checks = {
         "p99 rises by at most 50 ms": p(during, 99) - p(before, 99) <= 50,
         "no event-loop stall over 50 ms": stall_during <= 0.05,
