@@ -113,6 +113,10 @@ class InMemoryProgress(_Recording):
         self._enter("idle")
         return [(k, at) for k, at in self.activity.items() if at < before][:limit]
 
+    async def idle_count(self, before: float) -> int:
+        self._enter("idle_count")
+        return sum(1 for at in self.activity.values() if at < before)
+
     async def clear_activity(self, key: ConversationKey, seen_score: float) -> bool:
         self._enter("clear_activity")
         if self.activity.get(key, float("inf")) <= seen_score:

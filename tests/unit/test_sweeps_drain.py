@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
+from prometheus_client import CollectorRegistry
+
 from llm_bot.contract import MemoryJobV1
 from llm_bot.memory.working import ConversationKey
-from llm_bot.service.idle_sweep import SWEEP_BATCH, sweep_once
+from llm_bot.service.idle_sweep import SWEEP_BATCH, sweep_forever, sweep_once
+from llm_bot.telemetry.metrics import Metrics
 from tests.support.in_memory import InMemoryProgress
 
 
@@ -40,3 +45,33 @@ async def test_a_sweep_stops_at_its_time_budget_and_the_next_one_goes_on() -> No
     )
     second = await sweep_once(progress=progress, publish=publish, idle_seconds=60, now=1000.0)
     assert (first, second) == (SWEEP_BATCH, SWEEP_BATCH)
+
+
+async def test_what_a_sweep_leaves_due_is_the_backlog_metric() -> None:
+    """llmbot_sweep_backlog{sweep="idle"}: the idle conversations a sweep left (its time
+    budget spent), read after the sweep."""
+    progress = InMemoryProgress()
+    for n in range(SWEEP_BATCH * 2 + 10):
+        progress.activity[ConversationKey("t", f"u{n}", "c")] = 100.0
+    registry = CollectorRegistry()
+    stop = asyncio.Event()
+
+    def clock() -> float:
+        stop.set()  # one sweep, then the loop ends
+        return 1000.0
+
+    async def publish(_: MemoryJobV1) -> None:
+        return None
+
+    await sweep_forever(
+        progress=progress,
+        publish=publish,
+        idle_seconds=60,
+        interval_seconds=0.01,
+        stop=stop,
+        clock=clock,
+        metrics=Metrics(registry=registry),
+        budget_seconds=0.0,
+    )
+    backlog = registry.get_sample_value("llmbot_sweep_backlog", {"sweep": "idle"})
+    assert backlog == SWEEP_BATCH + 10

@@ -146,6 +146,10 @@ class RedisLongTermStore:
         await self._unless_erased(tenant_id, user_id, erasure, evict_and_rebuild, watch=watched)
         return plan
 
+    async def due_count(self, now: float) -> int:
+        """How many users are due for retention by ``now``."""
+        return int(await self._redis.zcount(self._keys.retention_schedule(), "-inf", now))
+
     async def due(self, now: float, limit: int = 100) -> list[tuple[str, str]]:
         """Users (tenant, user) whose oldest long-term item has aged out by ``now``."""
         members = cast(

@@ -194,6 +194,9 @@ class RedisMemoryProgress:
         )
         return [(parse_activity_member(member.decode()), score) for member, score in rows]
 
+    async def idle_count(self, before: float) -> int:
+        return int(await self._redis.zcount(self._keys.activity(), "-inf", before))
+
     async def clear_activity(self, key: ConversationKey, seen_score: float) -> bool:
         """Remove the conversation from the sweep unless it became active again."""
         removed = await self._clear(

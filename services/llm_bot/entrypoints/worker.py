@@ -50,6 +50,7 @@ async def run_worker(settings: Settings) -> None:
                 stop=stop,
                 clock=time.time,
                 also=worker.sweeps(),
+                metrics=worker.metrics,
             )
         )
         log.info("worker.ready", http_port=health.port)

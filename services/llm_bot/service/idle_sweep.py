@@ -16,6 +16,7 @@ from llm_bot.contract import MemoryJobV1
 from llm_bot.errors import LlmBotError
 from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import MemoryProgress
+from llm_bot.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
 
@@ -83,15 +84,25 @@ async def sweep_forever(
     stop: asyncio.Event,
     clock: Callable[[], float],
     also: Sequence[Callable[[float], Awaitable[int]]] = (),
+    metrics: Metrics | None = None,
+    budget_seconds: float = SWEEP_BUDGET_SECONDS,
 ) -> None:
     """Sweep every ``interval_seconds`` until ``stop`` is set: idle conversations, then
     each of ``also`` (the retention of users who are due, the tool calls that timed out).
     Failures are logged and the next sweep tries again."""
     while not stop.is_set():
         try:
+            now = clock()
             await sweep_once(
-                progress=progress, publish=publish, idle_seconds=idle_seconds, now=clock()
+                progress=progress,
+                publish=publish,
+                idle_seconds=idle_seconds,
+                now=now,
+                budget_seconds=budget_seconds,
             )
+            if metrics is not None:
+                left = await progress.idle_count(before=now - idle_seconds)
+                metrics.sweep_backlog.labels("idle").set(left)
             for sweep in also:
                 await sweep(clock())
         except LlmBotError as exc:  # Redis failures arrive as MemoryUnavailable

@@ -32,6 +32,8 @@ SWEEP_BUDGET_SECONDS = 10.0
 class RetentionTarget(Protocol):
     async def due(self, now: float, limit: int = SWEEP_USERS) -> list[tuple[str, str]]: ...
 
+    async def due_count(self, now: float) -> int: ...
+
     async def apply_retention(
         self, tenant_id: str, user_id: str, *, erasure: str
     ) -> RetentionPlan: ...
@@ -87,6 +89,7 @@ class RetentionSweep:
                     )
             if not todo or len(batch) < SWEEP_USERS + len(failed) or time.monotonic() >= deadline:
                 break
+        self._metrics.sweep_backlog.labels("retention").set(await self._ltm.due_count(now))
         if evicted:
             log.info("retention.swept", evicted=evicted)
         return evicted

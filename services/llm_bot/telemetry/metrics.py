@@ -183,6 +183,13 @@ class Metrics:
             "it to wait (429 with Retry-After or reset headers).",
             registry=registry,
         )
+        self.sweep_backlog = Gauge(
+            "llmbot_sweep_backlog",
+            "What a sweep of the memory worker left due when it ended (its time budget), by "
+            "sweep (idle: conversations to finalize; retention: users to apply retention to).",
+            ["sweep"],
+            registry=registry,
+        )
         self.fair_dwell = Histogram(
             "llmbot_dwell_seconds",
             "Time from an event's publish (its timestamp property, else its arrival) to the "
@@ -230,6 +237,8 @@ class Metrics:
             self.fair_waited.labels(reason)
         for source in ("chat", "responses", "embeddings"):
             self.model_rate_limited.labels(source)
+        for sweep in ("idle", "retention"):
+            self.sweep_backlog.labels(sweep)
 
     def event_done(self, outcome: str, seconds: float, *, code: str | None = None) -> None:
         self.events.labels(outcome).inc()
