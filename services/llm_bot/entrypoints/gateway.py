@@ -122,6 +122,7 @@ def build_gateway(
             keys=ApiKeys.parse(settings.gateway_keys),
             timeout_seconds=settings.gateway_timeout_seconds,
             model_ids=tuple(m.strip() for m in settings.gateway_models.split(",") if m.strip()),
+            max_body_bytes=settings.max_body_bytes,
         ),
         metrics=metrics,
         tracer=provider.get_tracer(TRACER_NAME, __version__),

@@ -46,7 +46,7 @@ class ApiKeys:
                     "(make one with: llm-bot gateway hash-key)"
                 )
             tenant = match["tenant"]
-            if re.match(ID_PATTERN, tenant) is None:
+            if re.fullmatch(ID_PATTERN, tenant) is None:
                 raise ValueError(f"entry {position}: tenant {tenant!r} is not a valid id")
             entries.append((tenant, bytes.fromhex(match["digest"])))
         return cls(tuple(entries))

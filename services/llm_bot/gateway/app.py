@@ -50,8 +50,8 @@ from llm_bot.telemetry.tracing import inject_context
 
 log = structlog.get_logger(__name__)
 
-MAX_REQUEST_BYTES = 4 * 1024 * 1024
-"""Clients resend the whole history; only its last message is used."""
+MAX_JSON_DEPTH = 32
+"""Nesting a chat request never needs; deeper is refused (400), never a RecursionError."""
 
 Readiness = Callable[[], Awaitable[str | None]]
 
@@ -61,6 +61,9 @@ class GatewaySettings:
     keys: ApiKeys
     timeout_seconds: float
     model_ids: tuple[str, ...]
+    max_body_bytes: int = 262_144
+    """The service's ``LLM_BOT_MAX_BODY_BYTES``: a larger request is refused with 413
+    before anything is published (the consumer would refuse what it became)."""
 
 
 def create_app(
@@ -140,7 +143,9 @@ class _Completions:
         try:
             tenant = _tenant(request, self._settings.keys)
             headers = {k.lower(): v for k, v in request.headers.items()}
-            chat = parse_request(await _json_body(request), headers)
+            chat = parse_request(
+                await _json_body(request, self._settings.max_body_bytes), headers
+            )
             stream = chat.stream
             event = _event(chat, tenant, headers)
             span.set_attribute("llmbot.event_id", event.id)
@@ -368,24 +373,43 @@ def _tenant(request: Request, keys: ApiKeys) -> str:
     return tenant
 
 
-async def _json_body(request: Request) -> Any:
+async def _json_body(request: Request, limit: int) -> Any:
     declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > MAX_REQUEST_BYTES:
-        raise WireError(413, f"the request body is over {MAX_REQUEST_BYTES} bytes")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise WireError(413, f"the request body is over {limit} bytes")
     raw = bytearray()
     async for chunk in request.stream():
         raw.extend(chunk)
-        if len(raw) > MAX_REQUEST_BYTES:
-            raise WireError(413, f"the request body is over {MAX_REQUEST_BYTES} bytes")
+        if len(raw) > limit:
+            raise WireError(413, f"the request body is over {limit} bytes")
+    if _nesting(raw) > MAX_JSON_DEPTH:
+        raise WireError(400, f"the request body nests deeper than {MAX_JSON_DEPTH} levels")
     try:
         return json.loads(raw)
     except ValueError as exc:
         raise WireError(400, f"the request body is not JSON: {exc}") from exc
 
 
+_OPENERS = re.compile(rb'[\[{]|[\]}]|"(?:[^"\\]|\\.)*"')
+
+
+def _nesting(raw: bytes | bytearray) -> int:
+    """The deepest nesting of arrays and objects in JSON text (strings skipped), found
+    before parsing: a parser recursing into a deep body is what this keeps away."""
+    depth = deepest = 0
+    for match in _OPENERS.finditer(raw):
+        token = match.group()
+        if token in (b"[", b"{"):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif token in (b"]", b"}"):
+            depth -= 1
+    return deepest
+
+
 def _event(chat: ChatRequest, tenant: str, headers: dict[str, str]) -> InternalEventV2:
     event_id = headers.get("idempotency-key") or f"gw_{uuid.uuid4().hex}"
-    if re.match(ID_PATTERN, event_id) is None:
+    if re.fullmatch(ID_PATTERN, event_id) is None:
         raise WireError(
             400,
             "Idempotency-Key: must be 1-128 characters of letters, digits and ._:@- "

@@ -78,11 +78,16 @@ class _StreamOptions(BaseModel):
     include_usage: bool = False
 
 
+MAX_MESSAGES = 2048
+"""History a client resends beyond this is refused (400): only the last message is used,
+and validating a huge list costs the one event loop every client shares."""
+
+
 class _Request(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     model: str = Field(min_length=1, max_length=256)
-    messages: list[_Message] = Field(min_length=1)
+    messages: list[_Message] = Field(min_length=1, max_length=MAX_MESSAGES)
     stream: bool = False
     stream_options: _StreamOptions | None = None
     user: str | None = None
@@ -172,7 +177,7 @@ def _text_of(content: str | list[dict[str, Any]] | None, index: int) -> str:
 def _identifier(value: str | None, param: str, hint: str) -> str:
     if not value:
         raise WireError(400, f"{param}: missing; {hint}", param=param)
-    if re.match(ID_PATTERN, value) is None:
+    if re.fullmatch(ID_PATTERN, value) is None:
         raise WireError(
             400,
             f"{param}: must be 1-128 characters of letters, digits and ._:@- starting with a "

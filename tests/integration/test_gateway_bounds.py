@@ -1,0 +1,80 @@
+"""The gateway's front door is bounded (issue 26, 1): body size, nesting, history length and
+ids, each refused with an OpenAI-style error before anything is published."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+import pytest
+
+from llm_bot.config import Settings
+from llm_bot.fake_model import FakeModelServer
+from llm_bot.gateway.openai_wire import MAX_MESSAGES
+from tests.support.events import new_id
+from tests.support.gateway import TENANT_KEYS, gateway_keys, running_gateway
+
+pytestmark = pytest.mark.integration
+
+
+def _settings(make_settings: Callable[..., Settings], **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "gateway_keys": gateway_keys(),
+        "gateway_port": 0,
+        "gateway_host": "127.0.0.1",
+        "gateway_timeout_seconds": 5,
+    }
+    values.update(overrides)
+    return make_settings(**values)
+
+
+async def _post(url: str, body: bytes) -> tuple[int, dict[str, Any]]:
+    headers = {
+        "Authorization": f"Bearer {TENANT_KEYS['tenant_a']}",
+        "Content-Type": "application/json",
+    }
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{url}/chat/completions", data=body, headers=headers) as response,
+    ):
+        return response.status, await response.json()
+
+
+def _request(messages: list[dict[str, str]], user: str = "u1") -> dict[str, Any]:
+    return {
+        "model": "llm-bot",
+        "messages": messages,
+        "user": user,
+        "metadata": {"conversation_id": new_id("c")},
+    }
+
+
+async def test_oversize_deep_long_and_malformed_requests_are_refused_before_publishing(
+    make_settings: Callable[..., Settings], fake_model: FakeModelServer
+) -> None:
+    """Over LLM_BOT_MAX_BODY_BYTES: 413; JSON nested past 32 levels: 400 (never a 500); more
+    than MAX_MESSAGES messages: 400 naming ``messages``; a user id with a trailing newline:
+    400 naming ``user``. Nothing reaches the model."""
+    settings = _settings(make_settings, max_body_bytes=4096)
+    async with running_gateway(settings) as gateway:
+        url = gateway.base_url
+        big = json.dumps(_request([{"role": "user", "content": "x" * 5000}])).encode()
+        status, body = await _post(url, big)
+        assert status == 413
+        assert "4096" in body["error"]["message"]
+        deep = b'{"model": "llm-bot", "messages": ' + b"[" * 1000 + b"]" * 1000 + b"}"
+        status, body = await _post(url, deep)
+        assert status == 400
+        assert "nests deeper" in body["error"]["message"]
+    async with running_gateway(_settings(make_settings)) as gateway:
+        many = [{"role": "user", "content": "a"}] * (MAX_MESSAGES + 1)
+        status, body = await _post(gateway.base_url, json.dumps(_request(many)).encode())
+        assert status == 400
+        assert body["error"]["param"].startswith("messages")
+        newline = json.dumps(_request([{"role": "user", "content": "hi"}], user="u1\n"))
+        status, body = await _post(gateway.base_url, newline.encode())
+        assert status == 400
+        assert "user" in body["error"]["message"]
+    assert fake_model.chat_requests() == []
