@@ -143,9 +143,7 @@ class _Completions:
         try:
             tenant = _tenant(request, self._settings.keys)
             headers = {k.lower(): v for k, v in request.headers.items()}
-            chat = parse_request(
-                await _json_body(request, self._settings.max_body_bytes), headers
-            )
+            chat = parse_request(await _json_body(request, self._settings.max_body_bytes), headers)
             stream = chat.stream
             event = _event(chat, tenant, headers)
             span.set_attribute("llmbot.event_id", event.id)
