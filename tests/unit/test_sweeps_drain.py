@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry
 from llm_bot.contract import MemoryJobV1
 from llm_bot.memory.working import ConversationKey
 from llm_bot.service.idle_sweep import SWEEP_BATCH, sweep_forever, sweep_once
+from llm_bot.service.sweep_drain import drain_due
 from llm_bot.telemetry.metrics import Metrics
 from tests.support.in_memory import InMemoryProgress
 
@@ -75,3 +76,23 @@ async def test_what_a_sweep_leaves_due_is_the_backlog_metric() -> None:
     )
     backlog = registry.get_sample_value("llmbot_sweep_backlog", {"sweep": "idle"})
     assert backlog == SWEEP_BATCH + 10
+
+
+async def test_drain_handles_every_due_item_once_and_failures_never_starve_the_rest() -> None:
+    """250 due items, the first 120 of which stay due after handling (their handling
+    failed): every item is handled exactly once in one sweep."""
+    schedule = list(range(250))
+    stuck = set(range(120))
+    handled: list[int] = []
+
+    async def due(limit: int) -> list[int]:
+        return schedule[:limit]
+
+    async def handle(item: int) -> None:
+        handled.append(item)
+        if item not in stuck:
+            schedule.remove(item)
+
+    assert await drain_due(due, handle) == 250
+    assert sorted(handled) == list(range(250))
+    assert schedule == sorted(stuck)

@@ -18,8 +18,10 @@ import structlog
 
 from llm_bot.contract import FlowResultV1
 from llm_bot.errors import LlmBotError
+from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import ConversationLease
 from llm_bot.service.flow_runner import FlowRunner
+from llm_bot.service.sweep_drain import drain_due
 from llm_bot.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
@@ -47,18 +49,22 @@ class FlowExpiry:
         """Expire every flow due by ``now``; returns how many."""
         expired = 0
         at = datetime.fromtimestamp(now, UTC)
-        for key in await self._runner.due(now):
+
+        async def expire(key: ConversationKey) -> None:
+            nonlocal expired
             try:
                 async with self._lease.hold(key):
                     result = await self._runner.expired(key, at)
                     if result is None:
-                        continue
+                        return
                     await self._publish(result)
                     await self._runner.finish(key, result.id)
             except LlmBotError as exc:  # Redis or the broker down: the next sweep retries
                 log.warning("flow_expiry.failed", error=str(exc), error_type=type(exc).__name__)
-                continue
+                return
             self._metrics.flow_results.labels("expired").inc()
             log.info("flow.expired", flow=result.flow, conversation_id=key.conversation_id)
             expired += 1
+
+        await drain_due(lambda limit: self._runner.due(now, limit), expire)
         return expired

@@ -208,9 +208,9 @@ class FlowRunner:
         flow = self._flows.get(state["flow"])  # None: it left the personas file meanwhile
         return flow_result(flow, state, key, status="expired", finished_at=now)
 
-    async def due(self, now: float) -> list[ConversationKey]:
-        """Conversations whose flow expires by ``now``."""
-        return await self._schedule.due(now)
+    async def due(self, now: float, limit: int = 100) -> list[ConversationKey]:
+        """Conversations whose flow expires by ``now`` (at most ``limit``)."""
+        return await self._schedule.due(now, limit)
 
     async def _refuse_if_erased(self, key: ConversationKey, erasure: str) -> None:
         try:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 
@@ -16,14 +15,12 @@ from llm_bot.contract import MemoryJobV1
 from llm_bot.errors import LlmBotError
 from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import MemoryProgress
+from llm_bot.service.sweep_drain import SWEEP_BATCH, SWEEP_BUDGET_SECONDS, drain_due
 from llm_bot.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
 
 PublishJob = Callable[[MemoryJobV1], Awaitable[None]]
-SWEEP_BATCH = 100
-SWEEP_BUDGET_SECONDS = 10.0
-"""A sweep works until nothing is due, for at most this long per tick."""
 
 
 async def sweep_once(
@@ -39,11 +36,17 @@ async def sweep_once(
     how many. The job is published (confirmed) before the conversation leaves the activity
     set, so a crash in between only repeats a job, which the worker deduplicates by id."""
     queued = 0
-    deadline = time.monotonic() + budget_seconds
-    while batch := await progress.idle(before=now - idle_seconds, limit=SWEEP_BATCH):
-        queued += await _queue_finalize(progress, publish, batch, now)
-        if len(batch) < SWEEP_BATCH or time.monotonic() >= deadline:
-            break
+
+    async def finalize(item: tuple[ConversationKey, float]) -> None:
+        nonlocal queued
+        queued += await _queue_finalize(progress, publish, [item], now)
+
+    await drain_due(
+        lambda limit: progress.idle(before=now - idle_seconds, limit=limit),
+        finalize,
+        budget_seconds=budget_seconds,
+        batch=SWEEP_BATCH,
+    )
     if queued:
         log.info("sweep.finalize_queued", conversations=queued)
     return queued

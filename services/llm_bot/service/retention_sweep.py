@@ -11,7 +11,6 @@ user stays due and the next sweep tries again.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
@@ -19,14 +18,13 @@ import structlog
 
 from llm_bot.errors import LlmBotError
 from llm_bot.memory.retention import RetentionPlan
+from llm_bot.service.sweep_drain import drain_due
 from llm_bot.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
 
 SWEEP_USERS = 100
 """Users read per batch; a sweep goes on batch after batch until none is due."""
-SWEEP_BUDGET_SECONDS = 10.0
-"""At most this long per sweep (the next one goes on)."""
 
 
 class RetentionTarget(Protocol):
@@ -68,27 +66,24 @@ class RetentionSweep:
         self._metrics = metrics
 
     async def run_once(self, now: float) -> int:
-        """Apply retention to every user due by ``now`` (for at most
-        ``SWEEP_BUDGET_SECONDS``; a user whose retention failed waits for the next sweep);
-        returns the number of items evicted."""
+        """Apply retention to every user due by ``now`` (``drain_due``: within its time
+        budget; a user whose retention failed waits for the next sweep); returns the
+        number of items evicted."""
         evicted = 0
-        failed: set[tuple[str, str]] = set()
-        deadline = time.monotonic() + SWEEP_BUDGET_SECONDS
-        while batch := await self._ltm.due(now, SWEEP_USERS + len(failed)):
-            todo = [user for user in batch if user not in failed]
-            for tenant_id, user_id in todo:
-                try:
-                    evicted += await self._apply(tenant_id, user_id)
-                except LlmBotError as exc:  # erased meanwhile, Redis down: next sweep
-                    failed.add((tenant_id, user_id))
-                    log.warning(
-                        "retention.sweep_failed",
-                        tenant_id=tenant_id,
-                        error=str(exc),
-                        error_type=type(exc).__name__,
-                    )
-            if not todo or len(batch) < SWEEP_USERS + len(failed) or time.monotonic() >= deadline:
-                break
+
+        async def apply(user: tuple[str, str]) -> None:
+            nonlocal evicted
+            try:
+                evicted += await self._apply(*user)
+            except LlmBotError as exc:  # erased meanwhile, Redis down: next sweep
+                log.warning(
+                    "retention.sweep_failed",
+                    tenant_id=user[0],
+                    error=str(exc),
+                    error_type=type(exc).__name__,
+                )
+
+        await drain_due(lambda limit: self._ltm.due(now, limit), apply, batch=SWEEP_USERS)
         self._metrics.sweep_backlog.labels("retention").set(await self._ltm.due_count(now))
         if evicted:
             log.info("retention.swept", evicted=evicted)

@@ -24,6 +24,7 @@ from llm_bot.errors import LlmBotError
 from llm_bot.memory.tool_rounds import ToolRound, no_result
 from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import MemoryProgress
+from llm_bot.service.sweep_drain import drain_due
 from llm_bot.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
@@ -82,11 +83,15 @@ class ToolTimeouts:
         """Publish a "no result" for every open call of the rounds due by ``now``; returns
         how many. A conversation whose round is no longer open just leaves the schedule."""
         closed = 0
-        for key in await self._rounds.due(now):
+
+        async def close(key: ConversationKey) -> None:
+            nonlocal closed
             try:
                 closed += await self._close(key, now)
             except LlmBotError as exc:  # Redis or the broker down: the next sweep retries
                 log.warning("tool_timeouts.failed", error=str(exc), error_type=type(exc).__name__)
+
+        await drain_due(lambda limit: self._rounds.due(now, limit), close)
         if closed:
             log.info("tool_timeouts.closed", calls=closed)
         return closed
