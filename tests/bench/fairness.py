@@ -61,11 +61,11 @@ from typing import Any
 
 import aio_pika
 import aiohttp
-import redis.asyncio as aioredis
 
 from llm_bot.config import Settings
 from tests.bench.processes import cpu_seconds, fake_model_process, replicas
 from tests.bench.soak import log_summary
+from tests.bench.throughput import remove_keys
 from tests.support.events import message_event, new_id
 from tests.support.harness import TEST_KEY_PREFIX, Integrator, integrator, settings_for_test
 from tests.support.processes import ConsumerProcess
@@ -618,24 +618,6 @@ def correctness(results: dict[tuple[str, str], Outcome]) -> bool:
         for line in r.killed:
             print(f"      {line}")
     return ok
-
-
-async def remove_keys(redis_url: str) -> int:
-    """Every key of this run (its own key prefix)."""
-    client = aioredis.from_url(redis_url)
-    removed = 0
-    try:
-        batch: list[bytes] = []
-        async for name in client.scan_iter(match=f"{TEST_KEY_PREFIX}:*", count=1000):
-            batch.append(name)
-            if len(batch) >= 500:
-                removed += int(await client.unlink(*batch))
-                batch.clear()
-        if batch:
-            removed += int(await client.unlink(*batch))
-    finally:
-        await client.aclose()
-    return removed
 
 
 async def run(args: argparse.Namespace) -> int:

@@ -41,6 +41,7 @@ from llm_bot.fake_model import FakeModelServer
 from llm_bot.logs import configure_logging
 from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.recall_items import IndexEntry
+from tests.bench.throughput import remove_keys
 from tests.support.embeddings import hashed_vectors
 from tests.support.events import message_event, new_id
 from tests.support.harness import Integrator, bot, settings_for_test
@@ -194,6 +195,7 @@ async def main_async(args: argparse.Namespace) -> int:
             await asyncio.gather(chat(client, args.seconds, args.rate, during), resyncs())
             stall_during = await probe.stop()
             gc_during = list(probe.full_collections)
+    print(f"removed {await remove_keys(urls.redis_url)} Redis keys of this run")
     outcomes = {
         o: registry.get_sample_value("llmbot_retrieval_searches_total", {"outcome": o}) or 0
         for o in ("searched", "timeout", "failed")

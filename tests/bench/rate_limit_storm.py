@@ -34,6 +34,7 @@ from prometheus_client import CollectorRegistry
 
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.logs import configure_logging
+from tests.bench.throughput import remove_keys
 from tests.support.events import message_event, new_id
 from tests.support.harness import bot, settings_for_test
 from tests.support.services import DEFAULT_AMQP_URL, DEFAULT_REDIS_URL, ServiceUrls
@@ -95,6 +96,7 @@ async def main_async(args: argparse.Namespace) -> int:
             flush=True,
         )
         storm = await run_once(urls, model, args, storm=True)
+    print(f"removed {await remove_keys(urls.redis_url)} Redis keys of this run")
     print(
         f"baseline: {base['answered']:.0f}/{args.events} answered, the last after "
         f"{base['last_after_start']:.2f}s"
