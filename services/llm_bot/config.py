@@ -180,6 +180,9 @@ class Settings(BaseSettings):
     )
     gateway_port: int = Field(8000, ge=0, le=65535, validation_alias=_env("LLM_BOT_GATEWAY_PORT"))
     gateway_keys: str = Field("", validation_alias=_env("LLM_BOT_GATEWAY_KEYS"))
+    gateway_max_connections: int = Field(
+        1000, ge=1, validation_alias=_env("LLM_BOT_GATEWAY_MAX_CONNECTIONS")
+    )
     gateway_timeout_seconds: float = Field(
         60.0, gt=0, validation_alias=_env("LLM_BOT_GATEWAY_TIMEOUT_SECONDS")
     )

@@ -3,6 +3,7 @@ ids, each refused with an OpenAI-style error before anything is published."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from typing import Any
@@ -12,9 +13,11 @@ import pytest
 
 from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
+from llm_bot.gateway import app as gateway_app
 from llm_bot.gateway.openai_wire import MAX_MESSAGES
 from tests.support.events import new_id
 from tests.support.gateway import TENANT_KEYS, gateway_keys, running_gateway
+from tests.support.harness import bot
 
 pytestmark = pytest.mark.integration
 
@@ -78,3 +81,34 @@ async def test_oversize_deep_long_and_malformed_requests_are_refused_before_publ
         assert status == 400
         assert "user" in body["error"]["message"]
     assert fake_model.chat_requests() == []
+
+
+async def test_a_body_sent_too_slowly_is_408_and_others_are_served_meanwhile(
+    make_settings: Callable[..., Settings],
+    fake_model: FakeModelServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A client that sends its body a byte at a time past the read deadline gets 408;
+    another client's request is answered while it dawdles."""
+    monkeypatch.setattr(gateway_app, "BODY_READ_SECONDS", 0.5)
+    settings = _settings(make_settings)
+    async with bot(settings), running_gateway(settings) as gateway:
+        port = gateway.port
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        body = json.dumps(_request([{"role": "user", "content": "slow"}])).encode()
+        writer.write(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+            + f"Authorization: Bearer {TENANT_KEYS['tenant_a']}\r\n".encode()
+            + b"Content-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body[:10]
+        )
+        await writer.drain()
+        status, answer = await _post(
+            gateway.base_url, json.dumps(_request([{"role": "user", "content": "hi"}])).encode()
+        )
+        assert status == 200
+        assert answer["choices"][0]["message"]["content"] == "echo: hi"
+        head = await asyncio.wait_for(reader.readline(), 5)
+        writer.close()
+    assert b" 408 " in head

@@ -137,6 +137,8 @@ def build_gateway(
         log_config=None,
         access_log=False,
         timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_seconds),
+        limit_concurrency=settings.gateway_max_connections,  # beyond: 503 at once
+        timeout_keep_alive=5,
     )
     server = _Server(config, handle_signals=handle_signals)
     return Gateway(

@@ -50,6 +50,8 @@ from llm_bot.telemetry.tracing import inject_context
 
 log = structlog.get_logger(__name__)
 
+BODY_READ_SECONDS = 10.0
+"""A body sent slower than this (a slow-loris client) is refused with 408."""
 MAX_JSON_DEPTH = 32
 """Nesting a chat request never needs; deeper is refused (400), never a RecursionError."""
 
@@ -376,10 +378,16 @@ async def _json_body(request: Request, limit: int) -> Any:
     if declared and declared.isdigit() and int(declared) > limit:
         raise WireError(413, f"the request body is over {limit} bytes")
     raw = bytearray()
-    async for chunk in request.stream():
-        raw.extend(chunk)
-        if len(raw) > limit:
-            raise WireError(413, f"the request body is over {limit} bytes")
+    try:
+        async with asyncio.timeout(BODY_READ_SECONDS):
+            async for chunk in request.stream():
+                raw.extend(chunk)
+                if len(raw) > limit:
+                    raise WireError(413, f"the request body is over {limit} bytes")
+    except TimeoutError:
+        raise WireError(
+            408, f"the request body did not arrive within {BODY_READ_SECONDS:g} s"
+        ) from None
     if _nesting(raw) > MAX_JSON_DEPTH:
         raise WireError(400, f"the request body nests deeper than {MAX_JSON_DEPTH} levels")
     try:
