@@ -32,7 +32,8 @@ from llm_bot.adapters.redis_progress import RedisMemoryProgress
 from llm_bot.adapters.redis_recall_index import RedisRecallIndex
 from llm_bot.adapters.redis_schedules import RedisConversationSchedule
 from llm_bot.config import ConfigurationError, Settings
-from llm_bot.entrypoints.consumer import EventConsumer, Fairness
+from llm_bot.entrypoints.consumer import EventConsumer
+from llm_bot.entrypoints.fair_dispatch import Fairness
 from llm_bot.graph.builder import build_graph
 from llm_bot.graph.state import GraphContext
 from llm_bot.memory.retention import RetentionPolicy

@@ -20,23 +20,21 @@ from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer, Fault
 from llm_bot.memory.working import ConversationKey
 from tests.support.events import new_id
-from tests.support.gateway import TENANT_KEYS, gateway_keys, running_gateway, sdk_client
+from tests.support.gateway import (
+    TENANT_KEYS,
+    gateway_settings,
+    running_gateway,
+    sdk_client,
+)
 from tests.support.harness import bot, running_service
 
 pytestmark = pytest.mark.integration
 
 
 def _settings(make_settings: Callable[..., Settings], **overrides: Any) -> Settings:
-    values: dict[str, Any] = {
-        "gateway_keys": gateway_keys(),
-        "gateway_port": 0,
-        "gateway_host": "127.0.0.1",
-        "gateway_timeout_seconds": 20,
-        "retry_base_seconds": 0.05,
-        "retry_max_seconds": 0.1,
-    }
-    values.update(overrides)
-    return make_settings(**values)
+    return gateway_settings(
+        make_settings, retry_base_seconds=0.05, retry_max_seconds=0.1, **overrides
+    )
 
 
 async def _read_into(stream: openai.AsyncStream[Any], pieces: list[str]) -> None:

@@ -16,21 +16,14 @@ from llm_bot.fake_model import FakeModelServer
 from llm_bot.gateway import app as gateway_app
 from llm_bot.gateway.openai_wire import MAX_MESSAGES
 from tests.support.events import new_id
-from tests.support.gateway import TENANT_KEYS, gateway_keys, running_gateway
+from tests.support.gateway import TENANT_KEYS, gateway_settings, running_gateway
 from tests.support.harness import bot
 
 pytestmark = pytest.mark.integration
 
 
 def _settings(make_settings: Callable[..., Settings], **overrides: Any) -> Settings:
-    values: dict[str, Any] = {
-        "gateway_keys": gateway_keys(),
-        "gateway_port": 0,
-        "gateway_host": "127.0.0.1",
-        "gateway_timeout_seconds": 5,
-    }
-    values.update(overrides)
-    return make_settings(**values)
+    return gateway_settings(make_settings, gateway_timeout_seconds=5, **overrides)
 
 
 async def _post(url: str, body: bytes) -> tuple[int, dict[str, Any]]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -42,3 +42,15 @@ def sdk_client(gateway: Gateway, tenant: str = "tenant_a", **options: Any) -> As
         http_client=openai.DefaultAioHttpClient(),
         **options,
     )
+
+
+def gateway_settings(make_settings: Callable[..., Settings], **overrides: Any) -> Settings:
+    """A test's settings for a gateway on a free local port with the test tenants' keys."""
+    values: dict[str, Any] = {
+        "gateway_keys": gateway_keys(),
+        "gateway_port": 0,
+        "gateway_host": "127.0.0.1",
+        "gateway_timeout_seconds": 20,
+    }
+    values.update(overrides)
+    return make_settings(**values)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -76,7 +77,7 @@ def _number(text: str | None) -> float | None:
         value = float(text.strip())
     except ValueError:
         return None
-    return value if value == value and value != float("inf") else None  # noqa: PLR0124  # NaN
+    return value if math.isfinite(value) else None
 
 
 def _duration(text: str | None) -> float | None:
@@ -128,11 +129,6 @@ class ModelRateLimiter:
         self._tokens = (
             AsyncLimiter(limits.tokens_per_minute, 60) if limits.tokens_per_minute else None
         )
-
-    @property
-    def paused_for(self) -> float:
-        """Seconds until calls may start again (0 when not paused)."""
-        return max(0.0, self._paused_until - self._clock())
 
     async def run(self, source: str, call: Callable[[], Awaitable[T]], *, tokens: int = 1) -> T:
         """``call()`` once the process may call the provider; again after each ``429``

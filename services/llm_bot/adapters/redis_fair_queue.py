@@ -294,14 +294,6 @@ class RedisFairQueue:
             counts = await pipe.execute()
         return sum(int(c) for c in counts)
 
-    async def ready_conversations(self, tenant_id: str) -> int:
-        """How many of the tenant's conversations wait for a taker."""
-        return int(
-            await self._redis.zcard(
-                self._keys.fair_ready(self._lane, self.shard(tenant_id), tenant_id)
-            )
-        )
-
     async def _mark_ready(self, client: object, key: ConversationKey, delay: float) -> None:
         shard = self.shard(key.tenant_id)
         await self._ready(

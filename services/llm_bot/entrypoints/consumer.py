@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import assert_never
 
 import structlog
@@ -37,14 +36,12 @@ from llm_bot.adapters.held_message import HeldMessage
 from llm_bot.adapters.rabbit_publisher import RabbitPublisher
 from llm_bot.adapters.rabbit_replies import RabbitReplies
 from llm_bot.adapters.rabbit_topology import Topology, declare_topology
-from llm_bot.adapters.redis_fair_queue import RedisFairQueue
 from llm_bot.contract import CandidateV1, FlowResultV1, InternalEventV2, MemoryJobV1
-from llm_bot.entrypoints.fair_dispatch import ADMISSION_WINDOW, FairDispatcher
+from llm_bot.entrypoints.fair_dispatch import ADMISSION_WINDOW, FairDispatcher, Fairness
 from llm_bot.entrypoints.settlements import RabbitSettlement, Settlement
 from llm_bot.entrypoints.startup import DependencyUnavailable, connect_amqp_robust
 from llm_bot.errors import PublishFailed
 from llm_bot.memory.working import ConversationKey
-from llm_bot.ports import ConversationLease
 from llm_bot.service.broker_actions import (
     BrokerAction,
     CopyToDeadLetters,
@@ -54,7 +51,6 @@ from llm_bot.service.broker_actions import (
     PublishJob,
     broker_actions,
 )
-from llm_bot.service.fairness import TenantShares
 from llm_bot.service.handler import Delivery, DeliveryHandler
 from llm_bot.service.outcomes import DeadLetter, EventIds, Outcome
 from llm_bot.service.parsing import readable_ids
@@ -68,19 +64,6 @@ REDELIVERY_DELAY_SECONDS = 1.0
 """A held delivery whose channel died is taken again after this (the broker reconnects)."""
 
 log = structlog.get_logger(__name__)
-
-
-@dataclass(frozen=True)
-class Fairness:
-    """What fair dispatch needs (SPEC 4 "Fairness")."""
-
-    queue: RedisFairQueue
-    lease: ConversationLease
-    shares: TenantShares
-    max_body_bytes: int
-    max_takes: int
-    """A delivery taken this often without finishing (its takers died) is dead-lettered."""
-    recover_every: float
 
 
 class EventConsumer:
@@ -183,14 +166,10 @@ class EventConsumer:
         self._queue = declared.ingress
         if self._fairness is not None:
             self._dispatcher = FairDispatcher(
-                queue=self._fairness.queue,
-                lease=self._fairness.lease,
-                shares=self._fairness.shares,
+                fairness=self._fairness,
                 process=self._process_held,
                 dead_letter=self._dead_letter_copy,
                 metrics=self._metrics,
-                max_takes=self._fairness.max_takes,
-                recover_every=self._fairness.recover_every,
             )
             self._dispatcher.start()
         self._consumer_tag = await self._queue.consume(self._on_message, no_ack=False)
@@ -258,7 +237,7 @@ class EventConsumer:
         try:
             with self._tracer.start_as_current_span(
                 f"process {self._topology.exchange}:{self._topology.ingress_routing_key}",
-                context=extract_context(dict(held.headers)),
+                context=extract_context(held.headers),
                 kind=SpanKind.CONSUMER,
                 attributes=self._consumer_attributes(held),
             ) as span:

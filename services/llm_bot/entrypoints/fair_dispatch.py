@@ -34,7 +34,7 @@ from llm_bot.errors import LlmBotError
 from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import ConversationLease
 from llm_bot.service.fairness import TenantShares
-from llm_bot.service.handler import Delivery, first_attempt
+from llm_bot.service.handler import earlier_deliveries
 from llm_bot.service.outcomes import DeadLetter, Outcome
 from llm_bot.service.parsing import readable_ids
 from llm_bot.telemetry.metrics import Metrics
@@ -63,6 +63,19 @@ class Offered:
     key: ConversationKey
 
 
+@dataclass(frozen=True)
+class Fairness:
+    """What fair dispatch needs (SPEC 4 "Fairness")."""
+
+    queue: RedisFairQueue
+    lease: ConversationLease
+    shares: TenantShares
+    max_body_bytes: int
+    max_takes: int
+    """A delivery taken this often without finishing (its takers died) is dead-lettered."""
+    recover_every: float
+
+
 ProcessHeld = Callable[[HeldMessage, Settlement, str, Outcome | None], Awaitable[None]]
 """The consumer's processing of a taken delivery under its lease token (a verdict skips
 the handler)."""
@@ -75,23 +88,19 @@ class FairDispatcher:
     def __init__(
         self,
         *,
-        queue: RedisFairQueue,
-        lease: ConversationLease,
-        shares: TenantShares,
+        fairness: Fairness,
         process: ProcessHeld,
         dead_letter: DeadLetterCopy,
         metrics: Metrics,
-        max_takes: int,
-        recover_every: float,
     ) -> None:
-        self._queue = queue
-        self._lease = lease
-        self._shares = shares
+        self._queue = fairness.queue
+        self._lease = fairness.lease
+        self._shares = fairness.shares
         self._process = process
         self._dead_letter = dead_letter
         self._metrics = metrics
-        self._max_takes = max_takes
-        self._recover_every = recover_every
+        self._max_takes = fairness.max_takes
+        self._recover_every = fairness.recover_every
         self._inbox: asyncio.Queue[Offered] = asyncio.Queue()
         self._wake = asyncio.Event()
         self._waiting: set[str] = set()
@@ -304,6 +313,6 @@ def retaken(taken: Taken) -> HeldMessage:
     if taken.times_taken <= 1:
         return taken.message
     held = taken.message
-    earlier = first_attempt(Delivery(body=held.body, headers=held.headers)) - 1
-    headers = {**held.headers, "x-delivery-count": earlier + taken.times_taken - 1}
+    earlier = earlier_deliveries(held.headers) + taken.times_taken - 1
+    headers = {**held.headers, "x-delivery-count": earlier}
     return dataclasses.replace(held, headers=headers, redelivered=True)

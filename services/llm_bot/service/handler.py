@@ -8,6 +8,7 @@ if a lease expired.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -204,15 +205,15 @@ class EventHandler:
         return await self._run_graph(command, delivery.lease_token)
 
     async def _run_graph(self, command: ChatEvent, lease_token: str | None) -> Outcome:
-        if lease_token is not None:
+        held = (
+            contextlib.nullcontext(lease_token)
+            if lease_token is not None
+            else self._lease.hold(command.key)
+        )
+        async with held as token:
             state = await self._graph.ainvoke(
-                {"event": command, "lease_token": lease_token}, context=self._context
+                {"event": command, "lease_token": token}, context=self._context
             )
-        else:
-            async with self._lease.hold(command.key) as token:
-                state = await self._graph.ainvoke(
-                    {"event": command, "lease_token": token}, context=self._context
-                )
         route = state["route"]
         if route == "skip":
             return Skipped("no prompt text")
@@ -235,11 +236,16 @@ class EventHandler:
 
 def first_attempt(delivery: Delivery) -> int:
     """This delivery's attempt number: 1 + earlier deliveries (quorum ``x-delivery-count``)."""
+    return 1 + earlier_deliveries(delivery.headers)
+
+
+def earlier_deliveries(headers: Mapping[str, Any]) -> int:
+    """How often a message was delivered before (its ``x-delivery-count`` header)."""
     try:
-        earlier = int(delivery.headers.get("x-delivery-count", 0) or 0)
+        earlier = int(headers.get("x-delivery-count", 0) or 0)
     except (TypeError, ValueError):
         earlier = 0
-    return 1 + max(earlier, 0)
+    return max(earlier, 0)
 
 
 def finalize_job(event: InternalEventV2) -> MemoryJobV1:
