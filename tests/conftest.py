@@ -12,6 +12,8 @@ import redis
 from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
 from tests.support.harness import TEST_KEY_PREFIX, settings_for_test
+from tests.support.redis_cluster import RedisClusterNodes
+from tests.support.redis_cluster import redis_cluster as redis_cluster_nodes
 from tests.support.services import DEFAULT_AMQP_URL, DEFAULT_REDIS_URL, ServiceUrls, real_services
 
 
@@ -39,6 +41,16 @@ def _remove_test_keys(redis_url: str) -> None:
             client.unlink(*names[start : start + 500])
     finally:
         client.close()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisClusterNodes]:
+    """A 3-master, 3-replica Redis Cluster of this session's own (built on first use)."""
+    try:
+        with redis_cluster_nodes() as nodes:
+            yield nodes
+    except RuntimeError as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 @pytest.fixture

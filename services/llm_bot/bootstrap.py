@@ -10,7 +10,6 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 import openai
-import redis.asyncio as aioredis
 from openai import AsyncOpenAI
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Tracer
@@ -23,6 +22,7 @@ from llm_bot.adapters.openai_model import OpenAIChatModel
 from llm_bot.adapters.providers import provider_name, takes_prompt_cache_key
 from llm_bot.adapters.rabbit_replies import RabbitReplies
 from llm_bot.adapters.rabbit_topology import Topology
+from llm_bot.adapters.redis_connection import RedisClient, connect_redis
 from llm_bot.adapters.redis_fair_queue import RedisFairQueue
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.adapters.redis_lease import RedisConversationLease
@@ -93,16 +93,12 @@ def model_client(settings: Settings) -> AsyncOpenAI:
     )
 
 
-def redis_client(settings: Settings) -> aioredis.Redis:
-    return aioredis.from_url(
-        settings.redis_url.get_secret_value(),
-        socket_timeout=5,
-        socket_connect_timeout=5,
-        health_check_interval=15,
-    )
+def redis_client(settings: Settings) -> RedisClient:
+    """One server, a cluster (detected) or Sentinel's master: ``redis_connection.py``."""
+    return connect_redis(settings.redis_url.get_secret_value())
 
 
-def memory_store(settings: Settings, client: aioredis.Redis) -> RedisMemoryStore:
+def memory_store(settings: Settings, client: RedisClient) -> RedisMemoryStore:
     return RedisMemoryStore(
         client=client,
         keys=RedisKeys(prefix=settings.redis_key_prefix),
@@ -118,7 +114,7 @@ def lease_wait_seconds(settings: Settings) -> float:
     return max(60.0, 2 * settings.openai_timeout_seconds + settings.lease_seconds)
 
 
-def long_term_store(settings: Settings, client: aioredis.Redis) -> RedisLongTermStore:
+def long_term_store(settings: Settings, client: RedisClient) -> RedisLongTermStore:
     return RedisLongTermStore(
         client=client,
         keys=RedisKeys(prefix=settings.redis_key_prefix),
@@ -137,7 +133,7 @@ def personas(settings: Settings) -> PersonaCatalog:
 def flow_runner(
     settings: Settings,
     catalog: PersonaCatalog,
-    client: aioredis.Redis,
+    client: RedisClient,
     interpreter: StructuredModel | None = None,
 ) -> FlowRunner | None:
     """Runs the catalog's flows (``interpreter`` reads ambiguous answers; None: such an
@@ -149,18 +145,18 @@ def flow_runner(
         flows=catalog.flows,
         client=client,
         keys=keys,
-        schedule=RedisConversationSchedule(client=client, name=keys.flows()),
+        schedule=RedisConversationSchedule(client=client, keys=keys.flows()),
         ttl_seconds=settings.flow_ttl_seconds,
         interpreter=interpreter,
     )
 
 
-def tool_round_schedule(settings: Settings, client: aioredis.Redis) -> RedisConversationSchedule:
+def tool_round_schedule(settings: Settings, client: RedisClient) -> RedisConversationSchedule:
     keys = RedisKeys(prefix=settings.redis_key_prefix)
-    return RedisConversationSchedule(client=client, name=keys.tool_rounds())
+    return RedisConversationSchedule(client=client, keys=keys.tool_rounds())
 
 
-def progress_store(settings: Settings, client: aioredis.Redis) -> RedisMemoryProgress:
+def progress_store(settings: Settings, client: RedisClient) -> RedisMemoryProgress:
     return RedisMemoryProgress(
         client=client,
         keys=RedisKeys(prefix=settings.redis_key_prefix),
@@ -176,7 +172,7 @@ def retry_policy(settings: Settings) -> RetryPolicy:
     )
 
 
-def conversation_lease(settings: Settings, client: aioredis.Redis) -> RedisConversationLease:
+def conversation_lease(settings: Settings, client: RedisClient) -> RedisConversationLease:
     return RedisConversationLease(
         client=client,
         keys=RedisKeys(prefix=settings.redis_key_prefix),
@@ -222,7 +218,7 @@ def embedder(settings: Settings, limiter: ModelRateLimiter) -> Embedder | None:
 DEFAULT_OPENAI_EMBEDDING_MODEL = "text-embedding-3-small"
 
 
-def recall_index(settings: Settings, client: aioredis.Redis) -> RecallIndex:
+def recall_index(settings: Settings, client: RedisClient) -> RecallIndex:
     """The retrieval index: Qdrant when ``QDRANT_URL`` is set, else Redis."""
     if settings.qdrant_url:
         from llm_bot.adapters.qdrant_recall_index import qdrant_recall_index  # noqa: PLC0415
@@ -247,7 +243,7 @@ class Foundation:
     metrics: Metrics
     model_client: AsyncOpenAI
     model: OpenAIChatModel
-    redis: aioredis.Redis
+    redis: RedisClient
     embedder: Embedder | None
     index: RecallIndex
 
@@ -331,7 +327,7 @@ class _Running:
         return self.base.settings
 
     @property
-    def redis(self) -> aioredis.Redis:
+    def redis(self) -> RedisClient:
         return self.base.redis
 
     @property
@@ -426,7 +422,7 @@ def build_service(
     return Service(base=base, store=store, consumer=consumer, handler=handler)
 
 
-def fairness(settings: Settings, client: aioredis.Redis) -> Fairness:
+def fairness(settings: Settings, client: RedisClient) -> Fairness:
     """Fair dispatch of the ingress (SPEC 4 "Fairness"): the fair queue in Redis, tenant
     shares of this replica's ``LLM_BOT_PREFETCH`` slots."""
     return Fairness(

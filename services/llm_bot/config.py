@@ -22,6 +22,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from llm_bot.memory.context import ContextBudget, default_context_budget
+from llm_bot.redis_url import parse_redis_url
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
 
@@ -252,7 +253,7 @@ class Settings(BaseSettings):
     @field_validator("redis_url")
     @classmethod
     def _redis_url(cls, value: SecretStr) -> SecretStr:
-        _check_url(value.get_secret_value(), ("redis", "rediss", "unix"), "redis://host:6379/0")
+        parse_redis_url(value.get_secret_value())
         return value
 
     @field_validator("gateway_keys")

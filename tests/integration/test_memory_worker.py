@@ -17,6 +17,7 @@ from llm_bot.fake_model import FakeModelServer, Fault
 from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
 from llm_bot.memory.working import ConversationKey
 from llm_bot.service.idle_sweep import sweep_once
+from tests.support.checks import activity_members
 from tests.support.events import conversation_event, message_event, new_id
 from tests.support.harness import (
     TEST_KEY_PREFIX,
@@ -168,10 +169,10 @@ async def test_forget_erases_long_term_memory_of_that_user_only(
         )
         await say(client, keys[1], "sync")
         after = set(await service.redis.keys(f"{prefix}:*"))
-        activity = await service.redis.zrange(f"{prefix}:activity", 0, -1)
+        activity = await activity_members(service.redis, prefix)
     assert mine.isdisjoint(after)
     assert (before - mine) <= after
-    assert not any(m.startswith(f"tfg|{user}|".encode()) for m in activity)
+    assert not any(m.startswith(f"tfg|{user}|") for m in activity)
 
 
 async def test_failed_summarizer_leaves_turns_pending_and_a_retry_compacts_once(
@@ -232,14 +233,14 @@ async def test_idle_conversations_are_finalized_by_the_sweep(
         active_memory = await service.store.working_memory(active)
         progress = await worker.progress.load(idle)
         episodes = await worker.ltm.episodes(idle.tenant_id, idle.user_id)
-        members = await service.redis.zrange(f"{settings.redis_key_prefix}:activity", 0, -1)
+        members = await activity_members(service.redis, settings.redis_key_prefix)
     assert (queued, again) == (1, 0)
     assert idle_memory is None
     assert active_memory is not None
     assert progress.compacted_through == 2
     assert sorted(t for e in episodes for t in e.turns) == [1, 2]
-    assert f"{idle.tenant_id}|{idle.user_id}|{idle.conversation_id}".encode() not in members
-    assert f"{active.tenant_id}|{active.user_id}|{active.conversation_id}".encode() in members
+    assert f"{idle.tenant_id}|{idle.user_id}|{idle.conversation_id}" not in members
+    assert f"{active.tenant_id}|{active.user_id}|{active.conversation_id}" in members
 
 
 @pytest.mark.parametrize("scope", ["user", "other conversation"])
@@ -290,12 +291,12 @@ async def test_forget_during_a_compaction(
             while registry.get_sample_value("llmbot_events_in_flight"):
                 await asyncio.sleep(0.05)
         left = {k.decode() for k in await service.redis.keys(f"{prefix}:{{tfr|{user}}}:*")}
-        activity = await service.redis.zrange(f"{prefix}:activity", 0, -1)
+        activity = await activity_members(service.redis, prefix)
         episodes = await worker.ltm.episodes("tfr", user)
     assert registry.get_sample_value("llmbot_events_total", {"outcome": "retried"})
     if scope == "user":
         assert left <= {f"{prefix}:{{tfr|{user}}}:erasure"}
-        assert not any(m.startswith(f"tfr|{user}|".encode()) for m in activity)
+        assert not any(m.startswith(f"tfr|{user}|") for m in activity)
     else:
         assert [e.conversation_id for e in episodes] == [key.conversation_id]
         assert not any(other.conversation_id in k for k in left)
@@ -334,6 +335,6 @@ async def test_a_reply_puts_its_conversation_in_the_sweep_without_any_memory_job
         before = time.time()
         await say(client, key, "remember me")
         member = f"{key.tenant_id}|{key.user_id}|{key.conversation_id}"
-        score = await service.redis.zscore(f"{settings.redis_key_prefix}:activity", member)
+        score = (await activity_members(service.redis, settings.redis_key_prefix)).get(member)
     assert score is not None
     assert score >= before - 1

@@ -113,7 +113,7 @@ async def test_an_idle_users_memory_ages_out_without_a_write(
             profile=[ProfileAttribute(key="timezone", value="+07", updated_at=now.isoformat())],
         )
         ttl = await worker.redis.ttl(keys.long_term(tenant, user, "facts"))
-        due = await worker.redis.zscore(keys.retention_schedule(), user_member(tenant, user))
+        due = await worker.redis.zscore(*_retention_entry(keys, tenant, user))
         assert (POLICY.longest_days) * DAY < ttl <= (POLICY.longest_days + 1) * DAY
         assert due is not None
         assert abs(due - (now + timedelta(days=30)).timestamp()) < 120
@@ -131,7 +131,7 @@ async def test_an_idle_users_memory_ages_out_without_a_write(
         assert await sweep_at(worker, later).run_once(later.timestamp()) == 1
         assert await worker.ltm.profile(tenant, user) == {}
         assert len(await worker.ltm.facts(tenant, user)) == 2
-        due = await worker.redis.zscore(keys.retention_schedule(), user_member(tenant, user))
+        due = await worker.redis.zscore(*_retention_entry(keys, tenant, user))
         assert due is not None
         assert due > (now + timedelta(days=364)).timestamp()
 
@@ -143,9 +143,7 @@ async def test_an_idle_users_memory_ages_out_without_a_write(
         assert await worker.ltm.facts(tenant, user) == []
         assert await worker.ltm.episodes(tenant, user) == []
         assert not await worker.redis.exists(keys.long_term(tenant, user, "bundle"))
-        assert (
-            await worker.redis.zscore(keys.retention_schedule(), user_member(tenant, user)) is None
-        )
+        assert await worker.redis.zscore(*_retention_entry(keys, tenant, user)) is None
         assert not await long_term_entries(worker, tenant, user)
         evictions = worker.base.metrics.registry.get_sample_value(
             "llmbot_ltm_evictions_total", {"kind": "facts"}
@@ -185,7 +183,12 @@ async def test_erasing_a_user_takes_them_off_the_schedule(
     async with bot(settings) as (service, _), running_worker(settings) as worker:
         now = datetime.now(UTC)
         await worker.ltm.write(tenant, user, erasure=NO_ERASURE, facts=[fact("f1", now)])
-        schedule = keys.retention_schedule()
-        assert await worker.redis.zscore(schedule, user_member(tenant, user)) is not None
+        assert await worker.redis.zscore(*_retention_entry(keys, tenant, user)) is not None
         await service.store.forget_user(tenant, user)
-        assert await worker.redis.zscore(schedule, user_member(tenant, user)) is None
+        assert await worker.redis.zscore(*_retention_entry(keys, tenant, user)) is None
+
+
+def _retention_entry(keys: RedisKeys, tenant: str, user: str) -> tuple[str, str]:
+    """The user's retention schedule shard and member."""
+    member = user_member(tenant, user)
+    return keys.retention_schedule().of(member), member

@@ -6,6 +6,8 @@ import asyncio
 from collections import defaultdict
 from collections.abc import Iterable
 
+from llm_bot.adapters.redis_connection import RedisClient
+from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.bootstrap import memory_store, redis_client
 from llm_bot.config import Settings
 from llm_bot.memory.working import ConversationKey
@@ -64,3 +66,12 @@ async def assert_memory_turns_exactly_once(
 
 async def dlq_depth(client: Integrator) -> int:
     return await client.queue_depth(client.settings.dlq)
+
+
+async def activity_members(client: RedisClient, prefix: str) -> dict[str, float]:
+    """Every member of the activity schedule (all its shards) with its score."""
+    members: dict[str, float] = {}
+    for name in RedisKeys(prefix=prefix).activity().every:
+        for member, score in await client.zrange(name, 0, -1, withscores=True):
+            members[member.decode()] = float(score)
+    return members

@@ -29,7 +29,6 @@ from dataclasses import replace
 
 import httpx
 import numpy as np
-import redis.asyncio as aioredis
 from qdrant_client import AsyncQdrantClient
 from qdrant_client.common.client_exceptions import QdrantException
 from qdrant_client.http.exceptions import ApiException
@@ -46,6 +45,7 @@ from llm_bot.adapters.qdrant_points import (
     payload,
     point_id,
 )
+from llm_bot.adapters.redis_connection import RedisClient
 from llm_bot.adapters.redis_erasure import current_generation
 from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys
@@ -90,7 +90,7 @@ class QdrantRecallIndex:
         self,
         *,
         client: AsyncQdrantClient,
-        redis: aioredis.Redis,
+        redis: RedisClient,
         keys: RedisKeys,
         collection: str = COLLECTION,
     ) -> None:
@@ -314,7 +314,7 @@ def _own_vector(stored: object) -> Vector | None:
     return unit(np.asarray(first, np.float32))
 
 
-def qdrant_recall_index(settings: Settings, redis_client: aioredis.Redis) -> QdrantRecallIndex:
+def qdrant_recall_index(settings: Settings, redis_client: RedisClient) -> QdrantRecallIndex:
     """The index on the Qdrant at ``QDRANT_URL``, reading erasure marks from ``redis_client``."""
     key = settings.qdrant_api_key
     return QdrantRecallIndex(

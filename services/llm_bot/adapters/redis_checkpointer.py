@@ -30,7 +30,6 @@ import random
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
-import redis.asyncio as aioredis
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -44,6 +43,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from llm_bot.adapters.redis_connection import RedisClient
 from llm_bot.adapters.redis_errors import (
     redis_failures_as_unavailable,
     redis_failures_retryable,
@@ -59,7 +59,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
 
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: RedisClient,
         *,
         thread_key: Callable[[str], str],
         ttl_seconds: int | None = None,

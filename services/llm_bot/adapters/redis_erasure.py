@@ -22,8 +22,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-import redis.asyncio as aioredis
-
+from llm_bot.adapters.redis_connection import RedisClient
 from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.errors import ErasedMeanwhile
@@ -57,7 +56,7 @@ def generation(mark: Mapping[Any, Any], *, now: float | None = None) -> str:
 
 
 async def current_generation(
-    client: aioredis.Redis, keys: RedisKeys, tenant_id: str, user_id: str
+    client: RedisClient, keys: RedisKeys, tenant_id: str, user_id: str
 ) -> str:
     """The user's erasure generation as it is now (one ``HGETALL`` of the mark); raises
     ``ErasedMeanwhile`` while an erasure of the user is in progress."""
@@ -68,7 +67,7 @@ async def current_generation(
 class ErasureMarks:
     """Starts and ends erasures (the eraser's side of the mark)."""
 
-    def __init__(self, *, client: aioredis.Redis, keys: RedisKeys) -> None:
+    def __init__(self, *, client: RedisClient, keys: RedisKeys) -> None:
         self._redis = client
         self._keys = keys
 

@@ -28,9 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
-import redis.asyncio as aioredis
-
 from llm_bot.adapters.held_message import HeldMessage, decode_held, encode_held
+from llm_bot.adapters.redis_connection import AnyPipeline, RedisClient, queue_script
 from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys, activity_member, parse_activity_member
 from llm_bot.memory.working import ConversationKey
@@ -126,7 +125,7 @@ class RedisFairQueue:
     def __init__(
         self,
         *,
-        client: aioredis.Redis,
+        client: RedisClient,
         keys: RedisKeys,
         lane: str,
         lease_seconds: float,
@@ -173,7 +172,9 @@ class RedisFairQueue:
                     {self._member(key): self._later()},
                     nx=True,
                 )
-                await self._admit(
+                await queue_script(
+                    pipe,
+                    self._admit,
                     keys=self._conversation_keys(key),
                     args=[
                         encode_held(uid, held),
@@ -182,7 +183,6 @@ class RedisFairQueue:
                         self._ttl_ms,
                         uid,
                     ],
-                    client=pipe,
                 )
             results = await pipe.execute()
         admitted = [Admitted(answer) for answer in _admit_results(results, items)]
@@ -270,7 +270,8 @@ class RedisFairQueue:
         conversations = [parse_activity_member(m) for m in members]
         async with self._redis.pipeline(transaction=False) as pipe:
             for key in conversations:
-                await self._look(keys=[self._keys.parked(key), self._keys.lease(key)], client=pipe)
+                keys = [self._keys.parked(key), self._keys.lease(key)]
+                await queue_script(pipe, self._look, keys=keys, args=[])
             looks = await pipe.execute()
         recovered = 0
         async with self._redis.pipeline(transaction=False) as pipe:
@@ -294,15 +295,16 @@ class RedisFairQueue:
             counts = await pipe.execute()
         return sum(int(c) for c in counts)
 
-    async def _mark_ready(self, client: object, key: ConversationKey, delay: float) -> None:
+    async def _mark_ready(self, pipe: AnyPipeline, key: ConversationKey, delay: float) -> None:
         shard = self.shard(key.tenant_id)
-        await self._ready(
+        await queue_script(
+            pipe,
+            self._ready,
             keys=[
                 self._keys.fair_ready(self._lane, shard, key.tenant_id),
                 self._keys.fair_tenants(self._lane, shard),
             ],
             args=[key.tenant_id, self._member(key), _now_ms() + int(delay * 1000)],
-            client=client,  # type: ignore[arg-type]  # a pipeline or the client
         )
 
     def _conversation_keys(self, key: ConversationKey) -> list[str]:

@@ -10,6 +10,7 @@ exactly one user's keys. Ids are validated again here before any key is built.
 from __future__ import annotations
 
 import re
+import zlib
 from dataclasses import dataclass
 
 from llm_bot.config import ID_PATTERN
@@ -42,6 +43,32 @@ def user_member(tenant_id: str, user_id: str) -> str:
 def parse_user_member(member: str) -> tuple[str, str]:
     tenant_id, user_id = member.split("|", 1)
     return tenant_id, user_id
+
+
+SCHEDULE_SHARDS = 8
+"""Shards of each schedule outside users' scopes (activity, retention, tool rounds,
+flows): each shard is its own hash tag, so a Redis Cluster spreads them over its masters
+and no node carries a whole schedule."""
+
+
+@dataclass(frozen=True)
+class ScheduleKeys:
+    """The sorted sets of one schedule: one per shard, a user's members always in the same
+    shard (by tenant and user), and ``legacy``, the unsharded name of releases before the
+    schedules were sharded: still read and drained, never written."""
+
+    shards: tuple[str, ...]
+    legacy: str
+
+    def of(self, member: str) -> str:
+        """The shard of a member (``tenant|user`` or ``tenant|user|conversation``)."""
+        user = "|".join(member.split("|", 2)[:2])
+        return self.shards[zlib.crc32(user.encode()) % len(self.shards)]
+
+    @property
+    def every(self) -> tuple[str, ...]:
+        """Every name a sweep reads: the shards and the legacy name."""
+        return (*self.shards, self.legacy)
 
 
 @dataclass(frozen=True)
@@ -150,31 +177,37 @@ class RedisKeys:
             ),
         )
 
-    def activity(self) -> str:
-        """Sorted set of conversations by last activity (member ``tenant|user|conversation``),
-        swept by the memory worker to finalize idle conversations. The one key outside a
-        user's scope: erasure removes the user's members from it."""
-        return f"{self.prefix}:activity"
+    def activity(self) -> ScheduleKeys:
+        """Sorted sets of conversations by last activity (member
+        ``tenant|user|conversation``), swept by the memory worker to finalize idle
+        conversations. Outside users' scopes (sharded): erasure removes the members."""
+        return self._schedule("activity")
 
-    def tool_rounds(self) -> str:
-        """Sorted set of conversations with an open tool round (member
+    def tool_rounds(self) -> ScheduleKeys:
+        """Sorted sets of conversations with an open tool round (member
         ``tenant|user|conversation``) by when its calls time out, swept by the memory
-        worker. Outside any user's scope, like ``activity``; erasure removes the members."""
-        return f"{self.prefix}:tool_rounds"
+        worker. Outside users' scopes, like ``activity``; erasure removes the members."""
+        return self._schedule("tool_rounds")
 
-    def flows(self) -> str:
-        """Sorted set of conversations with a flow running (member
+    def flows(self) -> ScheduleKeys:
+        """Sorted sets of conversations with a flow running (member
         ``tenant|user|conversation``) by when it expires, swept by the memory worker.
-        Outside any user's scope, like ``activity``; erasure removes the members."""
-        return f"{self.prefix}:flows"
+        Outside users' scopes, like ``activity``; erasure removes the members."""
+        return self._schedule("flows")
 
-    def retention_schedule(self) -> str:
-        """Sorted set of users (member ``tenant|user``) by when their oldest long-term item
-        ages out: the worker's sweep applies retention to users who are due, active or
-        not. Outside any user's scope, like ``activity``; erasure removes the member."""
-        return f"{self.prefix}:retention"
+    def retention_schedule(self) -> ScheduleKeys:
+        """Sorted sets of users (member ``tenant|user``) by when their oldest long-term
+        item ages out: the worker's sweep applies retention to users who are due, active or
+        not. Outside users' scopes, like ``activity``; erasure removes the member."""
+        return self._schedule("retention")
 
-    def conversation_schedules(self) -> tuple[str, ...]:
+    def _schedule(self, kind: str) -> ScheduleKeys:
+        return ScheduleKeys(
+            shards=tuple(f"{self.prefix}:{{sched:{n}}}:{kind}" for n in range(SCHEDULE_SHARDS)),
+            legacy=f"{self.prefix}:{kind}",
+        )
+
+    def conversation_schedules(self) -> tuple[ScheduleKeys, ...]:
         """The sorted sets outside users' scopes whose members are conversations."""
         return (self.activity(), self.tool_rounds(), self.flows())
 

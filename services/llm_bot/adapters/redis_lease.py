@@ -16,10 +16,10 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import redis.asyncio as aioredis
 import structlog
 from redis.exceptions import RedisError
 
+from llm_bot.adapters.redis_connection import RedisClient
 from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.errors import ConversationBusy
@@ -50,7 +50,7 @@ class RedisConversationLease:
     def __init__(
         self,
         *,
-        client: aioredis.Redis,
+        client: RedisClient,
         keys: RedisKeys,
         lease_seconds: float,
         max_wait_seconds: float,

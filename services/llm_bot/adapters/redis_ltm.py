@@ -11,14 +11,14 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
-import redis.asyncio as aioredis
 from pydantic import BaseModel
-from redis.asyncio.client import Pipeline
 from redis.exceptions import WatchError
 
+from llm_bot.adapters.redis_connection import AnyPipeline, RedisClient
 from llm_bot.adapters.redis_erasure import NO_ERASURE, current_generation
 from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys, parse_user_member, user_member
+from llm_bot.adapters.redis_schedules import RedisSchedule
 from llm_bot.errors import ErasedMeanwhile, MemoryUnavailable
 from llm_bot.memory.conversation_erasure import ConversationPruning, prune_conversation
 from llm_bot.memory.long_term import (
@@ -31,7 +31,7 @@ from llm_bot.memory.long_term import (
 from llm_bot.memory.retention import RetentionPlan, RetentionPolicy, plan_retention
 
 Item = TypeVar("Item", bound=BaseModel)
-Queue = Callable[[Pipeline], None]
+Queue = Callable[[AnyPipeline], None]
 """Queues a transaction's writes on the pipeline (after its reads, before EXEC)."""
 
 
@@ -42,7 +42,7 @@ class RedisLongTermStore:
     def __init__(
         self,
         *,
-        client: aioredis.Redis,
+        client: RedisClient,
         keys: RedisKeys,
         retention: RetentionPolicy,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -51,6 +51,7 @@ class RedisLongTermStore:
         self._keys = keys
         self._retention = retention
         self._clock = clock
+        self._schedule = RedisSchedule(client=client, keys=keys.retention_schedule())
 
     async def profile(self, tenant_id: str, user_id: str) -> dict[str, ProfileAttribute]:
         raw = await self._hgetall(self._redis, self._keys.long_term(tenant_id, user_id, "profile"))
@@ -91,8 +92,8 @@ class RedisLongTermStore:
             "events": {e.id: e.model_dump_json() for e in events},
         }
 
-        async def upsert(pipe: Pipeline) -> Queue:
-            def queue(pipe: Pipeline) -> None:
+        async def upsert(pipe: AnyPipeline) -> Queue:
+            def queue(pipe: AnyPipeline) -> None:
                 for kind, mapping in groups.items():
                     if mapping:
                         pipe.hset(self._keys.long_term(tenant_id, user_id, kind), mapping=mapping)
@@ -113,7 +114,7 @@ class RedisLongTermStore:
         bundle from a stale read. Returns what was evicted."""
         plan = RetentionPlan(evicted={}, bundle=LongTermBundle(), next_due=None)
 
-        async def evict_and_rebuild(pipe: Pipeline) -> Queue:
+        async def evict_and_rebuild(pipe: AnyPipeline) -> Queue:
             nonlocal plan
             profile, facts, episodes, events = await self._everything(pipe, tenant_id, user_id)
             plan = plan_retention(
@@ -125,40 +126,38 @@ class RedisLongTermStore:
                 events=events,
             )
 
-            def queue(pipe: Pipeline) -> None:
+            def queue(pipe: AnyPipeline) -> None:
                 for kind, ids in plan.evicted.items():
                     pipe.hdel(self._keys.long_term(tenant_id, user_id, kind), *ids)
                 ttl = (self._retention.longest_days + 1) * 86_400
                 for name in self._item_keys(tenant_id, user_id):
                     pipe.expire(name, ttl)
                 name = self._keys.long_term(tenant_id, user_id, "bundle")
-                schedule, member = self._keys.retention_schedule(), user_member(tenant_id, user_id)
                 if plan.next_due is None:  # nothing left
                     pipe.unlink(name)
-                    pipe.zrem(schedule, member)
                 else:
                     pipe.set(name, plan.bundle.model_dump_json(), ex=ttl)
-                    pipe.zadd(schedule, {member: plan.next_due.timestamp()})
 
             return queue
 
         watched = self._item_keys(tenant_id, user_id)
         await self._unless_erased(tenant_id, user_id, erasure, evict_and_rebuild, watch=watched)
+        # The schedule lives in another slot, so after the transaction: a crash in between
+        # fails the job, whose redelivery applies retention again and reschedules.
+        member = user_member(tenant_id, user_id)
+        if plan.next_due is None:
+            await self._schedule.remove(member)
+        else:
+            await self._schedule.add(member, plan.next_due.timestamp())
         return plan
 
     async def due_count(self, now: float) -> int:
         """How many users are due for retention by ``now``."""
-        return int(await self._redis.zcount(self._keys.retention_schedule(), "-inf", now))
+        return await self._schedule.due_count(now)
 
     async def due(self, now: float, limit: int = 100) -> list[tuple[str, str]]:
         """Users (tenant, user) whose oldest long-term item has aged out by ``now``."""
-        members = cast(
-            "list[bytes]",
-            await self._redis.zrangebyscore(
-                self._keys.retention_schedule(), "-inf", now, start=0, num=limit
-            ),
-        )
-        return [parse_user_member(member.decode()) for member in members]
+        return [parse_user_member(member) for member, _ in await self._schedule.due(now, limit)]
 
     async def forget_conversation(
         self, tenant_id: str, user_id: str, conversation_id: str
@@ -169,7 +168,7 @@ class RedisLongTermStore:
         erasure = await current_generation(self._redis, self._keys, tenant_id, user_id)
         pruning = ConversationPruning()
 
-        async def prune(pipe: Pipeline) -> Queue:
+        async def prune(pipe: AnyPipeline) -> Queue:
             nonlocal pruning
             profile, facts, episodes, events = await self._everything(pipe, tenant_id, user_id)
             pruning = prune_conversation(
@@ -180,7 +179,7 @@ class RedisLongTermStore:
                 events=events,
             )
 
-            def queue(pipe: Pipeline) -> None:
+            def queue(pipe: AnyPipeline) -> None:
                 for kind, ids in pruning.deleted.items():
                     if ids:
                         pipe.hdel(self._keys.long_term(tenant_id, user_id, kind), *ids)
@@ -198,7 +197,7 @@ class RedisLongTermStore:
         return pruning
 
     async def _everything(
-        self, pipe: Pipeline, tenant_id: str, user_id: str
+        self, pipe: AnyPipeline, tenant_id: str, user_id: str
     ) -> tuple[
         list[ProfileAttribute], list[SemanticFact], list[EpisodicSummary], list[NotableEvent]
     ]:
@@ -221,7 +220,7 @@ class RedisLongTermStore:
         tenant_id: str,
         user_id: str,
         erasure: str,
-        plan: Callable[[Pipeline], Awaitable[Queue]],
+        plan: Callable[[AnyPipeline], Awaitable[Queue]],
         *,
         watch: Sequence[str] = (),
     ) -> None:
@@ -249,13 +248,13 @@ class RedisLongTermStore:
                 ) from exc
 
     @staticmethod
-    async def _generation(client: aioredis.Redis | Pipeline, name: str) -> str:
+    async def _generation(client: RedisClient | AnyPipeline, name: str) -> str:
         raw = await client.hget(name, "gen")
         return raw.decode() if isinstance(raw, bytes) else NO_ERASURE
 
     async def _items(
         self,
-        client: aioredis.Redis | Pipeline,
+        client: RedisClient | AnyPipeline,
         tenant_id: str,
         user_id: str,
         kind: str,
@@ -265,6 +264,6 @@ class RedisLongTermStore:
         return [model.model_validate_json(value) for _, value in sorted(raw.items())]
 
     @staticmethod
-    async def _hgetall(client: aioredis.Redis | Pipeline, name: str) -> dict[str, bytes]:
+    async def _hgetall(client: RedisClient | AnyPipeline, name: str) -> dict[str, bytes]:
         raw = cast("dict[bytes, bytes]", await client.hgetall(name))
         return {key.decode(): value for key, value in raw.items()}

@@ -15,12 +15,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
-import redis.asyncio as aioredis
-
+from llm_bot.adapters.redis_connection import RedisClient, queue_script
 from llm_bot.adapters.redis_erasure import ErasureMarks, generation, mark_changed
 from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys, activity_member, user_member
 from llm_bot.adapters.redis_registry import REGISTER_LUA, registered
+from llm_bot.adapters.redis_schedules import RedisSchedule
 from llm_bot.errors import ErasedMeanwhile, MemoryConflict
 from llm_bot.memory.long_term import LongTermBundle
 from llm_bot.memory.messages import ChatMessage
@@ -83,7 +83,7 @@ class RedisMemoryStore:
     def __init__(
         self,
         *,
-        client: aioredis.Redis,
+        client: RedisClient,
         keys: RedisKeys,
         ttl_seconds: int,
         trace_retention_seconds: int,
@@ -96,6 +96,11 @@ class RedisMemoryStore:
         self._dedupe_ttl = dedupe_ttl_seconds
         self._commit = client.register_script(_COMMIT)
         self._marks = ErasureMarks(client=client, keys=keys)
+        self._activity = RedisSchedule(client=client, keys=keys.activity())
+        self._retention = RedisSchedule(client=client, keys=keys.retention_schedule())
+        self._schedules = [
+            RedisSchedule(client=client, keys=names) for names in keys.conversation_schedules()
+        ]
 
     async def load(self, key: ConversationKey, event_id: str) -> Recalled:
         """Working memory, last turn, version, the event's processed record and the user's
@@ -153,11 +158,11 @@ class RedisMemoryStore:
             self._keys.registry(key.tenant_id, key.user_id),
         ]
         async with self._redis.pipeline(transaction=False) as pipe:
-            await self._commit(keys=keys, args=args, client=pipe)
+            await queue_script(pipe, self._commit, keys=keys, args=args)
             # In the same round trip, the conversation joins the idle sweep's activity set
             # (another slot, so not in the script): a turn whose memory job is lost is
             # still finalized, and compacted, once the conversation goes idle.
-            pipe.zadd(self._keys.activity(), {activity_member(key): time.time()}, gt=True)
+            self._activity.queue_add(pipe, activity_member(key), time.time(), later=True)
             results = await pipe.execute(raise_on_error=False)
         if isinstance(results[0], Exception):
             raise results[0]
@@ -188,8 +193,8 @@ class RedisMemoryStore:
                 self._keys.flow(key),
                 *(self._keys.processed_event(key, event_id) for event_id in sorted(events)),
             )
-            for schedule in self._keys.conversation_schedules():
-                await self._redis.zrem(schedule, activity_member(key))
+            for schedule in self._schedules:
+                await schedule.remove(activity_member(key))
             deleted = int(await self._redis.unlink(*names))
             await self._redis.zrem(self._keys.registry(key.tenant_id, key.user_id), *names)
             return deleted
@@ -214,11 +219,10 @@ class RedisMemoryStore:
             for start in range(0, len(doomed), 500):
                 deleted += int(await self._redis.unlink(*doomed[start : start + 500]))
             await self._redis.unlink(registry)
-            await self._redis.zrem(self._keys.retention_schedule(), user_member(tenant_id, user_id))
-            if conversations:
-                members = [activity_member(key) for key in conversations]
-                for schedule in self._keys.conversation_schedules():
-                    await self._redis.zrem(schedule, *members)
+            await self._retention.remove(user_member(tenant_id, user_id))
+            members = [activity_member(key) for key in conversations]
+            for schedule in self._schedules:
+                await schedule.remove(*members)
             return deleted
 
     @asynccontextmanager

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import cast
 
-import redis.asyncio as aioredis
-
+from llm_bot.adapters.redis_connection import RedisClient
 from llm_bot.adapters.redis_erasure import current_generation, mark_changed
 from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys, activity_member, parse_activity_member
 from llm_bot.adapters.redis_memory import MAX_SEQ_PER_TURN
 from llm_bot.adapters.redis_registry import REGISTER_LUA
+from llm_bot.adapters.redis_schedules import RedisSchedule
 from llm_bot.errors import ErasedMeanwhile, MemoryConflict
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.working import ConversationKey, ConversationProgress, WorkingMemory
@@ -61,29 +61,20 @@ redis.call('SET', KEYS[2], '1', 'EX', ARGV[2])
 register(KEYS[3], KEYS[2], ARGV[2])
 return 1
 """
-ZREM_IF_DUE = """
--- Remove member ARGV[1] from sorted set KEYS[1] only if its score is still <= ARGV[2]
--- (a later score means someone rescheduled it meanwhile: keep it).
-local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if score and tonumber(score) <= tonumber(ARGV[2]) then
-  return redis.call('ZREM', KEYS[1], ARGV[1])
-end
-return 0
-"""
 
 
 @redis_failures_retryable
 class RedisMemoryProgress:
     """Worker-side reads and writes of a conversation's memory."""
 
-    def __init__(self, *, client: aioredis.Redis, keys: RedisKeys, job_ttl_seconds: int) -> None:
+    def __init__(self, *, client: RedisClient, keys: RedisKeys, job_ttl_seconds: int) -> None:
         self._redis = client
         self._keys = keys
         self._job_ttl = job_ttl_seconds
         self._commit = client.register_script(_COMMIT_COMPACTION)
         self._raise = client.register_script(_RAISE_MARK)
         self._mark_job = client.register_script(_MARK_JOB)
-        self._clear = client.register_script(ZREM_IF_DUE)
+        self._activity = RedisSchedule(client=client, keys=keys.activity())
 
     async def erasure(self, tenant_id: str, user_id: str) -> str:
         """The user's erasure generation: read it before reading their memory and pass it
@@ -183,26 +174,18 @@ class RedisMemoryProgress:
             raise ErasedMeanwhile(f"{field} mark refused: the user was erased meanwhile")
 
     async def touch(self, key: ConversationKey, at: float) -> None:
-        await self._redis.zadd(self._keys.activity(), {activity_member(key): at}, gt=True)
+        await self._activity.add(activity_member(key), at, later=True)
 
     async def idle(self, before: float, limit: int = 100) -> list[tuple[ConversationKey, float]]:
-        rows = cast(
-            "list[tuple[bytes, float]]",
-            await self._redis.zrangebyscore(
-                self._keys.activity(), "-inf", before, start=0, num=limit, withscores=True
-            ),
-        )
-        return [(parse_activity_member(member.decode()), score) for member, score in rows]
+        rows = await self._activity.due(before, limit)
+        return [(parse_activity_member(member), score) for member, score in rows]
 
     async def idle_count(self, before: float) -> int:
-        return int(await self._redis.zcount(self._keys.activity(), "-inf", before))
+        return await self._activity.due_count(before)
 
     async def clear_activity(self, key: ConversationKey, seen_score: float) -> bool:
         """Remove the conversation from the sweep unless it became active again."""
-        removed = await self._clear(
-            keys=[self._keys.activity()], args=[activity_member(key), seen_score]
-        )
-        return bool(removed)
+        return await self._activity.remove_if_due(activity_member(key), seen_score)
 
     async def job_done(self, tenant_id: str, user_id: str, job_id: str) -> bool:
         return bool(await self._redis.exists(self._keys.memory_job(tenant_id, user_id, job_id)))
@@ -221,4 +204,4 @@ class RedisMemoryProgress:
 
     async def forget_activity(self, key: ConversationKey) -> None:
         """Take the conversation out of the idle sweep (it has no memory left)."""
-        await self._redis.zrem(self._keys.activity(), activity_member(key))
+        await self._activity.remove(activity_member(key))

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
-import redis.asyncio as aioredis
 
+from llm_bot.adapters.redis_connection import RedisClient
 from llm_bot.adapters.redis_erasure import mark_changed
 from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys
@@ -217,7 +217,7 @@ class RedisRecallIndex:
     def __init__(
         self,
         *,
-        client: aioredis.Redis,
+        client: RedisClient,
         keys: RedisKeys,
         ttl_seconds: int,
         cache_entries: int,

@@ -18,7 +18,7 @@ import time
 from collections.abc import Collection
 from typing import cast
 
-import redis.asyncio as aioredis
+from llm_bot.adapters.redis_connection import RedisClient
 
 REGISTER_LUA = """
 local function register(registry, name, ttl)
@@ -33,14 +33,14 @@ end
 """Lua ``register(registry, name, ttl_seconds)``: prepend to a script that writes keys."""
 
 
-async def registered(client: aioredis.Redis, registry: str) -> list[str]:
+async def registered(client: RedisClient, registry: str) -> list[str]:
     """Every name in the registry (expired ones included: unlinking them is a no-op)."""
     names = cast("list[bytes]", await client.zrange(registry, 0, -1))
     return [name.decode() for name in names]
 
 
 async def backfill(
-    client: aioredis.Redis, registry: str, pattern: str, *, fixed: Collection[str]
+    client: RedisClient, registry: str, pattern: str, *, fixed: Collection[str]
 ) -> int:
     """Register the keys matching ``pattern`` (one user's) but the ``fixed`` names (which
     erasure knows, or keeps: the erasure mark); returns how many were added. For memory

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import redis.asyncio as aioredis
-
+from llm_bot.adapters.redis_connection import RedisClient
 from llm_bot.bootstrap import (
     flow_runner,
     long_term_store,
@@ -133,7 +132,7 @@ def _render_long_term(ltm: dict[str, Any]) -> list[str]:
 
 
 async def _running_flow(
-    settings: Settings, client: aioredis.Redis, key: ConversationKey
+    settings: Settings, client: RedisClient, key: ConversationKey
 ) -> dict[str, Any] | None:
     """The conversation's flow as checkpointed (``LLM_BOT_PERSONAS_PATH``'s flows), or None."""
     runner = flow_runner(settings, personas(settings), client)

@@ -8,10 +8,10 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import redis.asyncio as aioredis
 from opentelemetry.trace import NoOpTracerProvider
 from prometheus_client import CollectorRegistry
 
+from llm_bot.adapters.redis_connection import RedisClient
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.adapters.redis_registry import backfill
 from llm_bot.bootstrap import (
@@ -35,7 +35,7 @@ from llm_bot.telemetry.metrics import Metrics
 
 @dataclass
 class _Parts:
-    client: aioredis.Redis
+    client: RedisClient
     embedder: Embedder
     index: RecallIndex
     metrics: Metrics
@@ -151,7 +151,7 @@ async def reindex(
 
 
 async def _conversations_by_user(
-    client: aioredis.Redis, keys: RedisKeys, tenant_id: str | None, user_id: str | None
+    client: RedisClient, keys: RedisKeys, tenant_id: str | None, user_id: str | None
 ) -> dict[tuple[str, str], list[ConversationKey]]:
     users: dict[tuple[str, str], list[ConversationKey]] = {}
     pattern = keys.conversation_meta_pattern(tenant_id, user_id)

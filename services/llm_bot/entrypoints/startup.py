@@ -10,7 +10,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import aio_pika
-import redis.asyncio as aioredis
 from aio_pika.abc import AbstractConnection, AbstractRobustConnection
 from aiormq.exceptions import (
     AMQPConnectionError,
@@ -22,6 +21,7 @@ from aiormq.exceptions import (
 from redis.exceptions import AuthenticationError as RedisAuthenticationError
 from redis.exceptions import AuthenticationWrongNumberOfArgsError, RedisError, ResponseError
 
+from llm_bot.adapters.redis_connection import RedisClient
 from llm_bot.config import Settings
 
 
@@ -29,7 +29,7 @@ class DependencyUnavailable(Exception):
     """A service llm-bot needs is not reachable at start; ``str()`` says which and how."""
 
 
-async def check_redis(client: aioredis.Redis) -> None:
+async def check_redis(client: RedisClient) -> None:
     try:
         await client.ping()
     except (RedisError, OSError) as exc:
@@ -39,7 +39,7 @@ async def check_redis(client: aioredis.Redis) -> None:
         ) from exc
 
 
-async def redis_readiness(client: aioredis.Redis) -> str | None:
+async def redis_readiness(client: RedisClient) -> str | None:
     """Readiness check: None when Redis answers PING."""
     try:
         await client.ping()

@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol, cast
 
-import redis.asyncio as aioredis
 import structlog
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
 from llm_bot.adapters.redis_checkpointer import RedisCheckpointSaver
+from llm_bot.adapters.redis_connection import RedisClient
 from llm_bot.adapters.redis_erasure import current_generation
 from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys, activity_member, parse_activity_member
@@ -92,7 +92,7 @@ class FlowRunner:
         self,
         *,
         flows: Mapping[str, Flow],
-        client: aioredis.Redis,
+        client: RedisClient,
         keys: RedisKeys,
         schedule: ConversationSchedule,
         ttl_seconds: int,
