@@ -1,0 +1,35 @@
+"""``REDIS_URL=redis+sentinel://...``: the service finds the master through Sentinel."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from llm_bot.config import Settings
+from llm_bot.memory.working import ConversationKey
+from tests.support.events import conversation_event, new_id
+from tests.support.harness import bot
+from tests.support.redis_sentinel import sentinel_watching_a_master
+
+pytestmark = pytest.mark.integration
+
+
+async def test_a_conversation_through_a_master_found_by_sentinel(
+    make_settings: Callable[..., Settings],
+) -> None:
+    key = ConversationKey("tsent", new_id("u"), new_id("c"))
+    with sentinel_watching_a_master() as sentinel:
+        async with bot(make_settings(redis_url=sentinel.url)) as (service, client):
+            for text in ("my code is 4711", "what is my code?"):
+                await client.publish(conversation_event(key, text))
+                reply = await client.next_candidate()
+            memory = await service.store.working_memory(key)
+            where = (await service.redis.connection_pool.get_master_address())[1]  # type: ignore[union-attr]
+    assert reply.body["turn"] == 2
+    assert memory is not None
+    assert [m.content for m in memory.messages if m.role == "user"][:2] == [
+        "my code is 4711",
+        "what is my code?",
+    ]
+    assert where == sentinel.master_port
