@@ -45,6 +45,11 @@ the process: near 100% of a core means the figure is CPU-bound.
 ``--only-b`` runs (b) alone, to profile it from outside; ``--summarize`` reads the
 profile (see the "profile" section below).
 
+``--redis-cluster R`` runs (b) alone 2R times, alternating the Redis at REDIS_URL and a
+3-master, 3-replica Redis Cluster the bench starts on free ports, embeddings off, and
+prints events/s, CPU and redis-py round trips per event of each (keys on the cluster go
+with its nodes).
+
 ``--fairness-ab R`` runs (b) alone 2R times, alternating ``LLM_BOT_FAIR_DISPATCH`` off and
 on (off first), embeddings off, and prints the CPU per event of each and the median
 difference: what fair dispatch (hand-off to Redis, takes and completions) adds to the
@@ -67,7 +72,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -96,6 +101,7 @@ from tests.support.harness import (
     integrator,
     settings_for_test,
 )
+from tests.support.redis_cluster import redis_cluster
 from tests.support.services import DEFAULT_AMQP_URL, DEFAULT_REDIS_URL, ServiceUrls
 
 TARGET_RATIO = 0.15
@@ -254,6 +260,7 @@ class RedisTally:
 
     round_trips: int = 0
     commands: Counter[str] = field(default_factory=Counter)
+    bytes_sent: int = 0
 
 
 @contextlib.contextmanager
@@ -267,6 +274,10 @@ def counting_redis() -> Iterator[RedisTally]:
 
     async def counted_send(self: AbstractConnection, *args: Any, **kwargs: Any) -> None:
         tally.round_trips += 1
+        packed = args[0]
+        tally.bytes_sent += (
+            len(packed) if isinstance(packed, bytes | str) else sum(len(p) for p in packed)
+        )
         await send(self, *args, **kwargs)
 
     def counted_pack(self: AbstractConnection, *args: Any) -> list[bytes]:
@@ -327,6 +338,7 @@ class RedisPerEvent:
     """``INFO commandstats`` delta / events (script-internal commands included)."""
     server_breakdown: dict[str, float]
     round_trips: float
+    bytes_sent: float
     client_commands: float
     client_breakdown: dict[str, float]
     script_internal: float
@@ -439,7 +451,13 @@ async def pipeline(
     replies = Replies()
     registry = CollectorRegistry()
     async with model_endpoint(latency, in_process=fake_in_process) as base_url:
-        settings = settings_for_test(urls, base_url, prefetch=prefetch, fair_dispatch=fair_dispatch)
+        settings = settings_for_test(
+            urls,
+            base_url,
+            prefetch=prefetch,
+            fair_dispatch=fair_dispatch,
+            **({"embeddings": embeddings} if embeddings else {}),
+        )
         stats = aioredis.from_url(urls.redis_url)
         try:
             before = await command_stats(stats)
@@ -514,6 +532,7 @@ def per_event(
         server_commands=server.total() / events,
         server_breakdown={k: v / events for k, v in server.most_common()},
         round_trips=tally.round_trips / events,
+        bytes_sent=tally.bytes_sent / events,
         client_commands=sent / events,
         client_breakdown={k: v / events for k, v in client.most_common()},
         script_internal=(server.total() - sent) / events,
@@ -897,6 +916,49 @@ async def fairness_ab(urls: ServiceUrls, args: argparse.Namespace) -> None:
     )
 
 
+async def redis_cluster_ab(urls: ServiceUrls, args: argparse.Namespace) -> None:
+    """(b) on the single Redis and on a 3-master, 3-replica Redis Cluster of this bench's
+    own (``tests/support/redis_cluster.py``), alternating: events/s, CPU and redis-py round
+    trips per event of each."""
+    figures: dict[str, list[tuple[float, ...]]] = {"single": [], "cluster": []}
+    with redis_cluster() as nodes:
+        targets = {"single": urls, "cluster": replace(urls, redis_url=nodes.url)}
+        for round_ in range(args.redis_cluster):
+            for name, target in targets.items():
+                step(f"(b) round {round_ + 1}, Redis {name}")
+                result = await pipeline(
+                    target,
+                    events=args.events,
+                    conversations=args.conversations,
+                    latency=0.0,
+                    prefetch=args.prefetch,
+                    count_redis=True,
+                    fake_in_process=args.fake_in_process,
+                    embeddings="off",  # the reply path: the embedding's CPU would hide it
+                )
+                assert result.redis is not None
+                row = (
+                    result.rate.per_second,
+                    result.rate.cpu_per_event * 1000,
+                    result.redis.round_trips,
+                    result.redis.client_commands,
+                    result.redis.bytes_sent,
+                )
+                figures[name].append(row)
+                print(f"    {_cluster_row(row)} {'; '.join(result.problems)}")
+    for name, rows in figures.items():
+        medians = tuple(statistics.median(column) for column in zip(*rows, strict=True))
+        print(f"Redis {name}, medians: {_cluster_row(medians)}")
+
+
+def _cluster_row(row: tuple[float, ...]) -> str:
+    rate, cpu, trips, commands, sent = row
+    return (
+        f"{rate:.1f} events/s, {cpu:.2f} ms CPU/event, {trips:.2f} redis-py round trips, "
+        f"{commands:.1f} commands and {sent:.0f} bytes sent per event"
+    )
+
+
 async def run(args: argparse.Namespace) -> None:
     urls = ServiceUrls(
         os.environ.get("AMQP_URL", DEFAULT_AMQP_URL), os.environ.get("REDIS_URL", DEFAULT_REDIS_URL)
@@ -905,6 +967,9 @@ async def run(args: argparse.Namespace) -> None:
     try:
         if args.fairness_ab:
             await fairness_ab(urls, args)
+            return
+        if args.redis_cluster:
+            await redis_cluster_ab(urls, args)
             return
         if args.only_b:
             step(f"(b) pipeline only, instant model, {args.events} events")
@@ -1162,6 +1227,13 @@ def main() -> None:
         default=0,
         metavar="ROUNDS",
         help="only (b), ROUNDS times with fair dispatch off then on: its cost per event",
+    )
+    parser.add_argument(
+        "--redis-cluster",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="only (b), ROUNDS times on the single Redis then on a Redis Cluster of its own",
     )
     args = parser.parse_args()
     if args.summarize:
