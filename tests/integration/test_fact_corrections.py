@@ -95,22 +95,15 @@ async def test_corrections_supersede_and_the_next_prompt_carries_only_the_new_va
         assert "superseded by fact_" in shown.split(f"- {old} (confidence", 1)[1].splitlines()[0]
     # The next prompt, asking about all four, carries the new values and none of the old:
     # not as facts, not in an episode, not as a recalled message.
-    prompt = [r for r in model.chat_requests() if schema_name(r) is None][-1].messages()
-    block = str(prompt[0]["content"])
-    assert sorted(section(block, "SEMANTIC")) == sorted(f"- {fact}" for fact in NEW_FACTS)
-    assert "[MEMORY:RECALLED]" in block
-    assert "089-765-4321" in block
-    text = "\n".join(str(m["content"]) for m in prompt)
+    request = [r for r in model.chat_requests() if schema_name(r) is None][-1]
+    memory = request.memory()
+    assert memory is not None
+    assert sorted(memory["facts"]) == sorted(NEW_FACTS)
+    assert memory["recalled"]
+    assert "089-765-4321" in json.dumps(memory, ensure_ascii=False)
+    text = "\n".join(str(m["content"]) for m in request.messages())
     for stale in ("081-234-5678", "Bangkok", "weekend", "vegetarian, just so you know"):
         assert stale not in text
-
-
-def section(block: str, name: str) -> list[str]:
-    """The lines of the memory block's section ``name``."""
-    lines = block.splitlines()
-    start = lines.index(f"[MEMORY:{name}]") + 1
-    end = next((i for i in range(start, len(lines)) if lines[i].startswith("[MEMORY:")), None)
-    return lines[start:end]
 
 
 async def test_a_thai_correction_supersedes_the_thai_fact(

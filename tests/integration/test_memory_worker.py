@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from llm_bot.config import Settings
 from llm_bot.contract import MemoryJobV1
-from llm_bot.fake_model import FakeModelServer, Fault
+from llm_bot.fake_model import FakeModelServer, Fault, RecordedRequest
 from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
 from llm_bot.memory.working import ConversationKey
 from llm_bot.service.idle_sweep import sweep_once
@@ -67,7 +67,7 @@ async def settled(client: Integrator, within: float = 60.0) -> None:
             await asyncio.sleep(0.1)
 
 
-def chat_requests(model: FakeModelServer) -> list[object]:
+def chat_requests(model: FakeModelServer) -> list[RecordedRequest]:
     return [r for r in model.chat_requests() if schema_name(r) is None]
 
 
@@ -102,8 +102,7 @@ async def test_forty_turns_compact_into_summary_and_episodes_covering_every_evic
     assert facts[0].sources[0].turns[0] == 1
     assert profile["preferred_language"].value == "thai"
     for request in chat_requests(memory_model):
-        window = [m for m in request.messages() if m["role"] != "system"]
-        assert len(window) <= 4
+        assert len(request.window()) <= 4
 
 
 async def test_a_new_conversation_starts_from_long_term_memory(
@@ -131,13 +130,13 @@ async def test_a_new_conversation_starts_from_long_term_memory(
         assert await service.store.working_memory(first) is None
         second = ConversationKey("tnew", user, new_id("c"))
         reply = await say(client, second, "hello again")
-    system = chat_requests(memory_model)[-1].messages()[0]
-    assert system["role"] == "system"
-    block = system["content"]
-    assert "[MEMORY:PROFILE]\n- preferred_language: thai" in block
-    assert "[MEMORY:SEMANTIC]\n- The user's name is Ann." in block
-    assert "[MEMORY:EPISODIC]" in block
-    assert "(TRANSACTION) I want a refund for order 42" in block
+    request = chat_requests(memory_model)[-1]
+    memory = request.memory()
+    assert memory is not None
+    assert memory["profile"] == ["preferred_language: thai"]
+    assert memory["facts"] == ["The user's name is Ann."]
+    assert any("(TRANSACTION) I want a refund for order 42" in e for e in memory["episodes"])
+    assert all("Ann" not in str(m["content"]) for m in request.messages() if m["role"] == "system")
     assert reply["memory"]["long_term_items"] >= 3
 
 

@@ -98,7 +98,7 @@ async def test_twenty_turns_with_small_bounds_stay_bounded_and_lose_nothing(
             received = await client.next_candidate()
             assert received.body["turn"] == turn
         for request in fake_model.chat_requests():
-            window = [m for m in request.messages() if m["role"] != "system"]
+            window = request.window()
             assert len(window) <= max_messages
             assert sum(len(m["content"]) for m in window) <= max_chars
         trace = await service.store.raw_trace(key)

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from llm_bot.memory.context import ContextBudget, assemble_context
 from llm_bot.memory.long_term import LongTermBundle, SemanticFact
+from llm_bot.memory.memory_message import is_memory_message
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.shortening import shorten_middle
 from llm_bot.memory.tokens import CharEstimateCounter, TiktokenCounter, TokenCounter
@@ -93,7 +94,7 @@ def test_no_prompt_over_budget_in_any_script(
     )
     assert not result.over_budget
     assert result.tokens == counter.count_messages(result.messages) <= limit
-    sent = [m for m in result.messages if m["role"] != "system"]
+    sent = [m for m in result.messages if m["role"] != "system" and not is_memory_message(m)]
     assert sent[-1]["role"] == "user"
     if not result.shortened:
         assert sent[-1]["content"] == texts[-1]

@@ -36,6 +36,7 @@ from llm_bot.entrypoints.startup import check_redis, connect_amqp_robust
 from llm_bot.fake_model import FakeModelServer, RecordedRequest, ToolCalls
 from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
 from llm_bot.fake_model.scripts import Reply
+from llm_bot.memory.memory_message import is_memory_message
 from llm_bot.memory.working import ConversationKey
 
 DEMO_PROMPTS = (
@@ -244,7 +245,8 @@ async def run_demo(settings: Settings) -> None:
             print("what the model was sent for the last turn:")
             for message in last.messages():
                 content = str(message.get("content"))
-                shown = content if message.get("role") == "system" else content[:100]
+                whole = message.get("role") == "system" or is_memory_message(message)
+                shown = content if whole else content[:100]
                 print(f"  {message.get('role')}: {shown}")
             print("\nmemory at the end (llm-bot memory show):")
             print(render_memory(await show_memory(settings, key)))

@@ -4,7 +4,8 @@
 Chat requests get the usual echo; ``memory_compaction`` requests get a summarizer answer
 derived from the turns they carry: a fact for each statement :data:`FACT_RULES` recognises
 ("my name is X", "my phone number is X", "I moved to X", "I am (not) vegetarian", "I prefer
-X", and Thai ones), compared with the stored facts the request carries as a real summarizer
+X", "note for later: X" (X, verbatim to the end of the message, is the fact: how tests put
+arbitrary text into facts), and Thai ones), compared with the stored facts the request carries as a real summarizer
 would (``update`` of the stored fact about the same thing when the value changed, ``none``
 when it is the same, else ``add``), and a profile attribute for "I speak X";
 ``classification`` requests get a classification whose importance depends on keywords.
@@ -22,7 +23,9 @@ from typing import Any
 from llm_bot.fake_model.scripts import RecordedRequest, Reply, default_responder
 
 LANGUAGE = re.compile(r"I speak (\w+)", re.IGNORECASE)
-TURN = re.compile(r"turn (\d+) user: (.*)")
+TURN = re.compile(r"^turn (\d+) user: (.*?)(?=\nturn \d+ |\Z)", re.MULTILINE | re.DOTALL)
+"""A user line of the summarizer's turns, continued up to the next turn's line (a message
+may span lines)."""
 
 
 def schema_name(request: RecordedRequest) -> str | None:
@@ -54,12 +57,18 @@ class FactRule:
 
     said: re.Pattern[str]
     fact: str
-    about: re.Pattern[str]
+    about: re.Pattern[str] | None
+    """None: only a stored fact with the same text is about the same thing."""
     tag: str
 
+    def is_about(self, stored: str, fact: str) -> bool:
+        return stored == fact if self.about is None else bool(self.about.search(stored))
 
-def _rule(said: str, fact: str, about: str, tag: str) -> FactRule:
-    return FactRule(re.compile(said, re.IGNORECASE), fact, re.compile(about, re.IGNORECASE), tag)
+
+def _rule(said: str, fact: str, about: str | None, tag: str) -> FactRule:
+    flags = re.IGNORECASE | re.DOTALL
+    pattern = re.compile(about, re.IGNORECASE) if about is not None else None
+    return FactRule(re.compile(said, flags), fact, pattern, tag)
 
 
 FACT_RULES: tuple[FactRule, ...] = (
@@ -95,18 +104,22 @@ FACT_RULES: tuple[FactRule, ...] = (
         "delivery",
     ),
     _rule(r"ผม(ไม่ได้)?เป็นมังสวิรัติ", "ผู้ใช้{0}เป็นมังสวิรัติ", r"^ผู้ใช้.*เป็นมังสวิรัติ", "diet"),
+    _rule(r"^note for later: (.+)", "{0}", None, "note"),
 )
 
 
-def _facts(said: str, stored: list[dict[str, str]]) -> list[dict[str, Any]]:
-    """The facts of ``said`` in order of appearance, each with its action and target."""
-    found: list[tuple[int, FactRule, str]] = []
-    for rule in FACT_RULES:
-        for match in rule.said.finditer(said):
-            found.append((match.start(), rule, rule.fact.format(match.group(1) or "")))
+def _facts(said: list[str], stored: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """The facts of the user's messages ``said`` in order of appearance, each with its
+    action and target."""
+    found: list[tuple[int, int, FactRule, str]] = []
+    for index, message in enumerate(said):
+        for rule in FACT_RULES:
+            for match in rule.said.finditer(message):
+                text = rule.fact.format(match.group(1) or "")
+                found.append((index, match.start(), rule, text))
     facts: list[dict[str, Any]] = []
-    for _, rule, text in sorted(found, key=lambda item: item[0]):
-        about = [item for item in stored if rule.about.search(item["fact"])]
+    for _, _, rule, text in sorted(found, key=lambda item: item[:2]):
+        about = [item for item in stored if rule.is_about(item["fact"], text)]
         action, target = "add", None
         if about:
             target = about[-1]["id"]
@@ -131,7 +144,7 @@ def _summarize(request: RecordedRequest) -> str:
     turns = TURN.findall(data["turns"])
     numbers = [int(n) for n, _ in turns]
     said = "; ".join(text for _, text in turns)
-    facts = _facts(said, list(data.get("stored_facts", [])))
+    facts = _facts([text for _, text in turns], list(data.get("stored_facts", [])))
     profile = [{"key": "preferred_language", "value": m.lower()} for m in LANGUAGE.findall(said)]
     previous = data["rolling_summary"]
     span = f"turns {min(numbers)}-{max(numbers)}" if numbers else "no turns"

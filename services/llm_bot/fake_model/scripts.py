@@ -2,7 +2,9 @@
 
 The default responder answers ``"echo: " + <last user message text>[:200]``; when the request has
 no user message the reply is ``"echo: "``. For the Responses API a string ``input`` counts as one
-user message and ``instructions`` as a leading system message.
+user message and ``instructions`` as a leading system message. The memory message (the ``user``
+message that quotes remembered context after the system prompt, SPEC 5.3) is not a user's
+message: :meth:`RecordedRequest.memory` reads it, and it is never the text echoed.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from llm_bot.memory.memory_message import is_memory_message, read_memory
 
 __all__ = [
     "DEFAULT_ECHO_LIMIT",
@@ -93,11 +97,23 @@ class RecordedRequest:
         return "\n".join(content_text(m.get("content")) for m in self.messages())
 
     def last_user_text(self) -> str:
-        """Text of the last ``role == "user"`` message, or ``""`` when there is none."""
-        for message in reversed(self.messages()):
+        """Text of the last ``role == "user"`` message that is not the memory message, or
+        ``""`` when there is none."""
+        for message in reversed(self.window()):
             if message.get("role") == "user":
                 return content_text(message.get("content"))
         return ""
+
+    def memory(self) -> dict[str, Any] | None:
+        """The JSON document of the request's memory message, or None when it has none."""
+        return next((d for m in self.messages() if (d := read_memory(m)) is not None), None)
+
+    def window(self) -> list[dict[str, Any]]:
+        """The messages without the system message and the memory message: the window and
+        the current turn."""
+        return [
+            m for m in self.messages() if m.get("role") != "system" and not is_memory_message(m)
+        ]
 
 
 @dataclass(frozen=True)

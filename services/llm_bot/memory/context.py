@@ -1,10 +1,11 @@
 """Context assembly: what the model sees (SPEC 5.3), deterministic and within a token budget.
 
-Order: the system prompt, the memory block, the window oldest first, the current user
-message (the window's last message). The memory block is data, never an instruction: it
-rides inside the one leading system message, after the system prompt and a fixed framing
-line (:data:`~llm_bot.memory.memory_block.MEMORY_FRAMING`); there is never more than one
-system message.
+Order: the system prompt (the leading ``system`` message, byte for byte the operator's,
+left out when empty), the memory message, the window oldest first, the current user
+message (the window's last message). Memory is data, never an instruction: it goes in a
+``user`` message of its own after the system prompt, a fixed framing line and a fenced
+JSON document of sanitised text (:mod:`~llm_bot.memory.memory_message` says why), left
+out when there is nothing to remember; the operator's text is the only system message.
 
 Budget (``input_budget = max_context_tokens - max_output_tokens - safety_margin``, counted
 with ``TokenCounter.count_messages`` over the whole prompt, whatever the script: Thai, CJK
@@ -38,13 +39,13 @@ from types import MappingProxyType
 
 from llm_bot.memory.long_term import LongTermBundle
 from llm_bot.memory.memory_block import (
-    MEMORY_FRAMING,
     MemoryItem,
     MemoryItems,
     collect_items,
     render_items,
     render_memory_block,
 )
+from llm_bot.memory.memory_message import memory_message
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.shortening import shorten_middle
 from llm_bot.memory.tokens import TokenCounter
@@ -219,13 +220,10 @@ class _Assembler:
         """The prompt with the memory ``plan`` leaves in."""
         omit = {item.uid for item in self.omitted(plan)}
         block = render_items(self.items, omit=omit, summary=self.summary(plan))
-        content = self.head
-        if block:
-            memory = f"{MEMORY_FRAMING}\n{block}"
-            content = f"{self.head}\n\n{memory}" if self.head else memory
-        head: list[PromptMessage] = [{"role": "system", "content": content}] if content else []
+        head: list[PromptMessage] = [{"role": "system", "content": self.head}] if self.head else []
+        memory = [memory_message(block)] if block else []
         window = [message for turn in self.turns[plan.window :] for message in turn]
-        return head + window + self._current(plan.keep)
+        return head + memory + window + self._current(plan.keep)
 
     def _current(self, keep: int | None) -> list[PromptMessage]:
         if keep is None or self.target is None:
