@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from llm_bot.memory.memory_message import read_memory
+
 LONG_MESSAGE = 300
 SENTENCE_SHARE = 0.6
 MIN_SENTENCE = 20
@@ -43,7 +45,16 @@ def evidence_found(evidence: str, prompt: str) -> bool:
 
 
 def prompt_text(messages: Sequence[Mapping[str, Any]]) -> str:
-    return normalised("\n".join(str(m.get("content") or "") for m in messages))
+    """The prompt's text as the model reads it: the memory message's JSON decoded (a
+    quote in a recalled message is ``\\"`` on the wire)."""
+    return normalised("\n".join(_message_text(m) for m in messages))
+
+
+def _message_text(message: Mapping[str, Any]) -> str:
+    memory = read_memory(message)
+    if memory is None:
+        return str(message.get("content") or "")
+    return "\n".join(body if isinstance(body, str) else "\n".join(body) for body in memory.values())
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ old; ``--notable-every N`` makes every Nth message a complaint or request (notab
 
 Prompt caching: for every reply prompt, the tokens that repeat the previous reply prompt
 from its start (what a provider's prompt cache could serve; also under OpenAI's rule of a
-1,024-token minimum in 128-token blocks), which parts of the system message changed, and
+1,024-token minimum in 128-token blocks), which parts of the prompt changed, and
 how many recalled lines carried over.
 """
 
@@ -75,6 +75,7 @@ from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
 from llm_bot.logs import configure_logging
 from llm_bot.memory.classification import classification_json_schema
 from llm_bot.memory.compaction import SUMMARY_MAX_CHARS, summarizer_json_schema
+from llm_bot.memory.memory_message import read_memory
 from llm_bot.memory.tokens import TiktokenCounter
 from llm_bot.memory.working import ConversationKey, ConversationProgress
 from tests.support.events import message_event, new_id
@@ -183,7 +184,7 @@ NOTABLE = (
 )
 """With ``--notable-every N`` every Nth message leads with one of these (in turn): the fake
 classifier scores them important, so they become notable events, as complaints and
-requests do in real conversations (the events share the EPISODIC section)."""
+requests do in real conversations (the events share the episodes section)."""
 
 CORRECTION = "Actually, my budget is now 450 baht."
 CORRECTED = re.compile(r"450 baht", re.I)
@@ -241,19 +242,15 @@ class Measured:
 
 
 def locate(marker: re.Pattern[str], messages: Sequence[dict[str, Any]]) -> str | None:
-    """``window`` or the memory-block section holding the marker, else None."""
+    """``system prompt``, the memory section or ``window`` holding the marker, else None."""
     for message in messages:
-        content = str(message.get("content") or "")
-        if message.get("role") != "system":
-            if marker.search(content):
-                return "window"
-            continue
-        section = "system prompt"
-        for line in content.splitlines():
-            if heading := re.fullmatch(r"\[MEMORY:(\w+)\]", line):
-                section = heading.group(1)
-            elif marker.search(line):
-                return section
+        if (memory := read_memory(message)) is not None:
+            parts = _memory_parts(memory)
+            found = next((name for name, text in parts.items() if marker.search(text)), None)
+            if found is not None:
+                return found
+        elif marker.search(str(message.get("content") or "")):
+            return "system prompt" if message.get("role") == "system" else "window"
     return None
 
 
@@ -318,25 +315,29 @@ def openai_cached(prefix_tokens: int) -> int:
     return 0 if prefix_tokens < 1024 else prefix_tokens // 128 * 128
 
 
+def _memory_parts(memory: dict[str, Any]) -> dict[str, str]:
+    """The memory document's sections, each as its items one per line."""
+    return {
+        name: body if isinstance(body, str) else "\n".join(body) for name, body in memory.items()
+    }
+
+
 def _system_parts(messages: Sequence[dict[str, Any]]) -> dict[str, str]:
-    """The leading system message split at its ``[MEMORY:X]`` headings."""
-    if not messages or messages[0].get("role") != "system":
-        return {}
-    parts: dict[str, list[str]] = {"head": []}
-    current = "head"
-    for line in str(messages[0].get("content") or "").splitlines():
-        if heading := re.fullmatch(r"\[MEMORY:(\w+)\]", line):
-            current = heading.group(1)
-            parts[current] = []
-        else:
-            parts[current].append(line)
-    return {name: "\n".join(lines) for name, lines in parts.items()}
+    """The prompt's fixed part: ``head`` (the system prompt) and the memory message's
+    sections (``profile``, ``facts``, ``summary``, ``episodes``, ``recalled``)."""
+    parts: dict[str, str] = {}
+    for message in messages:
+        if message.get("role") == "system":
+            parts["head"] = str(message.get("content") or "")
+        elif (memory := read_memory(message)) is not None:
+            parts |= _memory_parts(memory)
+    return parts
 
 
 def changed_sections(
     previous: Sequence[dict[str, Any]], current: Sequence[dict[str, Any]]
 ) -> list[str]:
-    """The parts of the system message that differ between two consecutive prompts."""
+    """The parts (system prompt, memory sections) that differ between two consecutive prompts."""
     if not previous:
         return []
     before, now = _system_parts(previous), _system_parts(current)
@@ -362,12 +363,12 @@ class Recorder:
         self.prefix: list[int] = []
         """Per reply request: tokens of its longest common prefix with the previous one."""
         self.section_changes: dict[str, int] = {}
-        """Per part of the leading system message: reply requests where it differed from
-        the previous request's (``[MEMORY:X]`` sections, ``head`` before the first)."""
+        """Per part of the prompt's fixed part: reply requests where it differed from the
+        previous request's (the memory sections, ``head`` for the system prompt)."""
         self._previous: list[dict[str, Any]] = []
         self.recalled_kept: list[tuple[int, int, int]] = []
         """Per reply request after the first: (recalled lines, lines also in the previous
-        prompt's RECALLED, lines of the unchanged start of the section)."""
+        prompt's recalled section, lines of the unchanged start of the section)."""
 
     def __call__(self, request: RecordedRequest) -> str:
         messages = request.messages()
@@ -380,8 +381,8 @@ class Recorder:
             for part in changed_sections(self._previous, messages):
                 self.section_changes[part] = self.section_changes.get(part, 0) + 1
             if self._previous:
-                before = _system_parts(self._previous).get("RECALLED", "").splitlines()
-                now = _system_parts(messages).get("RECALLED", "").splitlines()
+                before = _system_parts(self._previous).get("recalled", "").splitlines()
+                now = _system_parts(messages).get("recalled", "").splitlines()
                 start = next(
                     (i for i, (a, b) in enumerate(zip(before, now, strict=False)) if a != b),
                     min(len(before), len(now)),
