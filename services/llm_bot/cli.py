@@ -49,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     hash_key.add_argument("--tenant", required=True, help="the tenant the key acts for")
     hash_key.add_argument(
+        "--user", help="bind the key to this one user (it may act as no other user)"
+    )
+    hash_key.add_argument(
         "--new", action="store_true", help="make a new random key (printed once) instead"
     )
 
@@ -204,9 +207,10 @@ def _offline_command(args: argparse.Namespace) -> int:
 
 
 def _hash_key(args: argparse.Namespace) -> int:
-    if re.match(ID_PATTERN, args.tenant) is None:
-        print(f"llm-bot: --tenant: {args.tenant!r} is not a valid id", file=sys.stderr)
-        return 2
+    for option, value in (("--tenant", args.tenant), ("--user", args.user)):
+        if value is not None and re.fullmatch(ID_PATTERN, value) is None:
+            print(f"llm-bot: {option}: {value!r} is not a valid id", file=sys.stderr)
+            return 2
     if args.new:
         key = "sk-llmbot-" + secrets.token_urlsafe(32)
         print(f"API key (give it to the client; it is not stored): {key}", file=sys.stderr)
@@ -217,7 +221,8 @@ def _hash_key(args: argparse.Namespace) -> int:
                 "llm-bot: gateway hash-key: give the key on stdin (or use --new)", file=sys.stderr
             )
             return 2
-    print(f"{args.tenant}={key_digest(key)}")
+    holder = args.tenant if args.user is None else f"{args.tenant}/{args.user}"
+    print(f"{holder}={key_digest(key)}")
     return 0
 
 

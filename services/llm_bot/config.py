@@ -181,6 +181,21 @@ class Settings(BaseSettings):
     )
     gateway_port: int = Field(8000, ge=0, le=65535, validation_alias=_env("LLM_BOT_GATEWAY_PORT"))
     gateway_keys: str = Field("", validation_alias=_env("LLM_BOT_GATEWAY_KEYS"))
+    gateway_token_secrets: SecretStr = Field(
+        SecretStr(""), validation_alias=_env("LLM_BOT_GATEWAY_TOKEN_SECRETS")
+    )
+    gateway_token_audience: str | None = Field(
+        None, validation_alias=_env("LLM_BOT_GATEWAY_TOKEN_AUDIENCE")
+    )
+    gateway_token_issuer: str | None = Field(
+        None, validation_alias=_env("LLM_BOT_GATEWAY_TOKEN_ISSUER")
+    )
+    gateway_token_max_ttl_seconds: int = Field(
+        3600, ge=1, validation_alias=_env("LLM_BOT_GATEWAY_TOKEN_MAX_TTL_SECONDS")
+    )
+    gateway_tenant_personas: str = Field(
+        "", validation_alias=_env("LLM_BOT_GATEWAY_TENANT_PERSONAS")
+    )
     gateway_max_connections: int = Field(
         1000, ge=1, validation_alias=_env("LLM_BOT_GATEWAY_MAX_CONNECTIONS")
     )
@@ -264,6 +279,22 @@ class Settings(BaseSettings):
         ApiKeys.parse(value)
         return value
 
+    @field_validator("gateway_token_secrets")
+    @classmethod
+    def _gateway_token_secrets(cls, value: SecretStr) -> SecretStr:
+        from llm_bot.gateway.user_tokens import UserTokens  # noqa: PLC0415  # gateway imports config
+
+        UserTokens.parse_secrets(value.get_secret_value())
+        return value
+
+    @field_validator("gateway_tenant_personas")
+    @classmethod
+    def _gateway_tenant_personas(cls, value: str) -> str:
+        from llm_bot.gateway.tenant_personas import TenantPersonas  # noqa: PLC0415  # as above
+
+        TenantPersonas.parse(value)
+        return value
+
     @field_validator("tenant_weights")
     @classmethod
     def _tenant_weights(cls, value: str) -> str:
@@ -290,6 +321,8 @@ class Settings(BaseSettings):
         "provider_name",
         "tools_path",
         "personas_path",
+        "gateway_token_audience",
+        "gateway_token_issuer",
         mode="before",
     )
     @classmethod
@@ -374,7 +407,8 @@ def load_settings(**overrides: object) -> Settings:
         first = exc.errors()[0]
         name = _variable_name(tuple(first["loc"]))
         raw = first.get("input")
-        shown = "" if isinstance(raw, dict) or "URL" in name or "KEY" in name else f" (got {raw!r})"
+        hidden = isinstance(raw, dict) or any(word in name for word in ("URL", "KEY", "SECRET"))
+        shown = "" if hidden else f" (got {raw!r})"
         raise ConfigurationError(
             f"invalid configuration: {name}: {first['msg'].removeprefix('Value error, ')}{shown}"
         ) from exc

@@ -78,3 +78,4 @@ async def test_each_event_is_answered_by_its_persona(
     assert later["model"] == "orders-model"
     assert error["code"] == "invalid_event"
     assert "unknown persona 'pirate'" in error["message"]
+    assert "orders" not in error["message"]  # an error never lists the personas that exist

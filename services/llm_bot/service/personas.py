@@ -101,11 +101,8 @@ class PersonaCatalog:
         to the default."""
         if requested is not None:
             persona = self._get(requested)
-            if persona is None:
-                known = ", ".join(sorted({self.default.name, *self.named}))
-                raise InvalidEvent(
-                    f"metadata.persona: unknown persona {requested!r} (known: {known})"
-                )
+            if persona is None:  # the error never lists the personas that exist
+                raise InvalidEvent(f"metadata.persona: unknown persona {requested!r}")
             return persona
         if remembered is not None:
             return self._get(remembered) or self.default

@@ -1,0 +1,121 @@
+"""The gateway's credentials: user-bound API keys, signed user tokens and the personas a
+tenant may name, parsed from configuration and checked without a network."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import jwt
+import pytest
+
+from llm_bot.config import ConfigurationError, load_settings
+from llm_bot.gateway.api_keys import ApiKeys, key_digest
+from llm_bot.gateway.caller import Caller
+from llm_bot.gateway.credentials import Credentials
+from llm_bot.gateway.openai_wire import WireError
+from llm_bot.gateway.tenant_personas import TenantPersonas
+from llm_bot.gateway.user_tokens import InvalidUserToken, UserTokens
+
+SECRET = "shop-1-secret-0123456789abcdef0123456789"
+OTHER_SECRET = "not-the-secret-0123456789abcdef012345"
+SHORT_SECRETS = "shop_1=tooshort-secret"
+
+
+def _tokens(**options: Any) -> UserTokens:
+    return UserTokens(secrets=UserTokens.parse_secrets(f"shop_1={SECRET}"), **options)
+
+
+def _token(claims: dict[str, Any], *, kid: str = "shop_1", secret: str = SECRET) -> str:
+    return jwt.encode(claims, secret, algorithm="HS256", headers={"kid": kid})
+
+
+def _valid(**claims: Any) -> dict[str, Any]:
+    return {"sub": "alice", "exp": int(time.time()) + 300, **claims}
+
+
+def test_keys_may_be_the_tenants_or_bound_to_one_user() -> None:
+    """``tenant=`` acts for any user (the old format, unchanged); ``tenant/user=`` for one."""
+    keys = ApiKeys.parse(f"shop_1={key_digest('k1')},shop_1/alice={key_digest('k2')}")
+    assert keys.caller_for("k1") == Caller("shop_1")
+    assert keys.caller_for("k2") == Caller("shop_1", "alice")
+    assert keys.tenant_for("k2") == "shop_1"
+    assert keys.caller_for("k3") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "complaint"),
+    [
+        (f"shop_1/={key_digest('k')}", "entry 1 is not"),
+        (f"shop_1/a/b={key_digest('k')}", "entry 1 is not"),
+        (f"shop_1/-x={key_digest('k')}", "user '-x' is not a valid id"),
+    ],
+)
+def test_bad_user_bound_entries_name_the_entry(text: str, complaint: str) -> None:
+    with pytest.raises(ValueError, match=complaint):
+        ApiKeys.parse(text)
+
+
+def test_a_valid_token_is_its_sub_in_the_tenant_its_kid_names() -> None:
+    assert _tokens().caller_for(_token(_valid())) == Caller("shop_1", "alice")
+    audience = _tokens(audience="gw", issuer="shop-1-backend")
+    token = _token(_valid(aud="gw", iss="shop-1-backend"))
+    assert audience.caller_for(token) == Caller("shop_1", "alice")
+
+
+@pytest.mark.parametrize(
+    ("token", "reason"),
+    [
+        (_token(_valid(exp=int(time.time()) - 120)), "expired"),
+        (_token(_valid(), secret=OTHER_SECRET), "signature"),
+        (_token(_valid(), kid="shop_2"), "kid"),
+        (_token({"sub": "alice"}), "'exp'"),
+        (_token({"exp": int(time.time()) + 60}), "'sub'"),
+        (_token(_valid(sub="has spaces")), "sub"),
+        (_token(_valid(exp=int(time.time()) + 86_400)), "lives longer"),
+        (jwt.encode(_valid(), key=None, algorithm="none", headers={"kid": "shop_1"}), "valid"),
+        ("not.a.jwt", "not a JWT"),
+    ],
+)
+def test_invalid_tokens_say_why(token: str, reason: str) -> None:
+    with pytest.raises(InvalidUserToken, match=reason):
+        _tokens().caller_for(token)
+
+
+def test_audience_and_issuer_are_checked_when_configured() -> None:
+    checked = _tokens(audience="gw", issuer="shop-1-backend")
+    with pytest.raises(InvalidUserToken, match="audience"):
+        checked.caller_for(_token(_valid(aud="other", iss="shop-1-backend")))
+    with pytest.raises(InvalidUserToken, match="issuer"):
+        checked.caller_for(_token(_valid(aud="gw", iss="someone-else")))
+
+
+def test_credentials_take_keys_first_then_tokens_and_refuse_with_401() -> None:
+    credentials = Credentials(keys=ApiKeys.parse(f"shop_1={key_digest('k1')}"), tokens=_tokens())
+    assert credentials.caller("Bearer k1") == Caller("shop_1")
+    assert credentials.caller(f"Bearer {_token(_valid())}") == Caller("shop_1", "alice")
+    for header in ("", "Basic k1", "Bearer nope", f"Bearer {_token(_valid(), kid='x')}"):
+        with pytest.raises(WireError) as refused:
+            credentials.caller(header)
+        assert (refused.value.status, refused.value.code) == (401, "invalid_api_key")
+
+
+def test_token_secret_errors_never_show_the_secret() -> None:
+    with pytest.raises(ValueError, match="at least 32"):
+        UserTokens.parse_secrets("shop_1=short")
+    with pytest.raises(ConfigurationError, match="LLM_BOT_GATEWAY_TOKEN_SECRETS") as bad:
+        load_settings(gateway_token_secrets=SHORT_SECRETS)
+    assert "tooshort" not in str(bad.value)
+
+
+def test_tenant_personas_restrict_listed_tenants_only() -> None:
+    personas = TenantPersonas.parse("shop_1=companion|orders, shop_2=default")
+    assert personas.permits("shop_1", "orders")
+    assert not personas.permits("shop_1", "checkin")
+    assert personas.permits("shop_1", None)  # naming none: the conversation's or default
+    assert personas.permits("shop_3", "anything")  # not listed: any persona
+    for text in ("shop_1", "shop_1=bad name", "shop_1=a,shop_1=b"):
+        with pytest.raises(ValueError, match="entry"):
+            TenantPersonas.parse(text)
+    with pytest.raises(ConfigurationError, match="LLM_BOT_GATEWAY_TENANT_PERSONAS"):
+        load_settings(gateway_tenant_personas="shop_1")
