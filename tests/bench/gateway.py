@@ -265,7 +265,7 @@ async def run(
             await gateway.wait_ready(within=60)
             await bus.start()
             direct, direct_client = _sdk(model_url, "any")
-            gateway_url = f"http://127.0.0.1:{gateway.http_port}/v1"
+            gateway_url = f"http://127.0.0.1:{gateway.api_port}/v1"
             through, through_client = _sdk(gateway_url, TENANT_KEYS["tenant_a"])
             pids = {
                 "bench": os.getpid(),

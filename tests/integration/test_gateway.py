@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import aiohttp
@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
+from structlog.testing import capture_logs
 
 from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer, Fault
@@ -149,7 +150,8 @@ async def test_errors_are_openai_style(
     make_settings: Callable[..., Settings], fake_model: FakeModelServer
 ) -> None:
     """Bad key (401), a request the gateway refuses (400 naming the parameter), and an event
-    the service fails (the model refuses: 502 with the service's error code)."""
+    the service fails (the model refuses: 502 with the service's error code, a request id and
+    none of the service's own text, which the log line of that request id holds)."""
     settings = _settings(make_settings, max_attempts=1)
     conversation = {"conversation_id": new_id("c")}
     async with bot(settings), running_gateway(settings) as gateway:
@@ -181,12 +183,13 @@ async def test_errors_are_openai_style(
             )
         assert with_tools.value.code == "unsupported_parameter"
         fake_model.script(Fault.status(400, "bad prompt"), Fault.status(400, "bad prompt"))
-        with pytest.raises(openai.APIStatusError) as failed:
+        with capture_logs() as logs, pytest.raises(openai.APIStatusError) as failed:
             await client.chat.completions.create(
                 model="llm-bot", messages=_history("hi"), user="u1", metadata=conversation
             )
         assert failed.value.status_code == 502
         assert failed.value.code == "model_error"
+        _assert_hidden_and_logged(failed.value, logs, "HTTP 400")
         with pytest.raises(openai.APIStatusError) as failed_stream:
             await client.chat.completions.create(
                 model="llm-bot",
@@ -197,6 +200,22 @@ async def test_errors_are_openai_style(
             )
         assert failed_stream.value.status_code == 502  # nothing streamed: a real status
         await client.close()
+
+
+def _assert_hidden_and_logged(
+    error: openai.APIStatusError, logs: Sequence[Mapping[str, Any]], internal: str
+) -> None:
+    """The client's error has a code and a request id but not the internal text, which the
+    log line naming that request id holds."""
+    body = error.body
+    assert isinstance(body, dict)
+    assert body["code"]
+    request_id = body["request_id"]
+    assert error.request_id == request_id  # the X-Request-Id header
+    assert internal not in json.dumps(body)
+    [line] = [entry for entry in logs if entry.get("request_id") == request_id]
+    assert line["event"] == "gateway.request_failed"
+    assert internal in line["detail"]
 
 
 async def test_concurrent_users_each_get_their_own_stream(
@@ -417,6 +436,8 @@ async def test_raw_sse_with_curl(
 async def test_models_health_metrics_and_the_trace_parent(
     make_settings: Callable[..., Settings], fake_model: FakeModelServer
 ) -> None:
+    """/healthz, /readyz and /metrics answer on the internal port (LLM_BOT_HTTP_PORT) and
+    are not found on the public one; the request's span is the event trace's parent."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -439,12 +460,18 @@ async def test_models_health_metrics_and_the_trace_parent(
         async for _ in stream:
             pass
         await client.close()
-        root = gateway.base_url.removesuffix("/v1")
+        public = gateway.base_url.removesuffix("/v1")
+        internal = f"http://127.0.0.1:{gateway.internal_port}"
+        assert gateway.internal_port != gateway.port
         async with aiohttp.ClientSession() as http:
-            for path, status in (("/healthz", 200), ("/readyz", 200), ("/v1/models", 401)):
-                async with http.get(root + path) as response:
-                    assert response.status == status, path
-            async with http.get(root + "/metrics") as response:
+            for path in ("/healthz", "/readyz", "/metrics"):
+                async with http.get(public + path) as response:
+                    assert response.status == 404, path
+                async with http.get(internal + path) as response:
+                    assert response.status == 200, path
+            async with http.get(public + "/v1/models") as response:
+                assert response.status == 401
+            async with http.get(internal + "/metrics") as response:
                 exposition = await response.text()
     assert 'llmbot_gateway_requests_total{status="200",stream="true"} 1.0' in exposition
     assert "llmbot_gateway_time_to_first_token_seconds_count 1.0" in exposition
@@ -479,9 +506,10 @@ async def test_gateway_recovers_after_its_broker_connection_drops(
         underlying = connection.transport
         assert underlying is not None
         await underlying.connection.close(ConnectionError("injected: connection lost"))
-        with pytest.raises(openai.APIStatusError) as lost:
+        with capture_logs() as logs, pytest.raises(openai.APIStatusError) as lost:
             await waiting
         assert lost.value.status_code == 503
+        _assert_hidden_and_logged(lost.value, logs, "broker connection was lost")
         async with asyncio.timeout(20):
             while gateway.bus.readiness() is not None:
                 await asyncio.sleep(0.1)

@@ -1,10 +1,14 @@
 """The gateway's front door is bounded (issue 26, 1): body size, nesting, history length and
-ids, each refused with an OpenAI-style error before anything is published."""
+ids, each refused with an OpenAI-style error before anything is published; headers, bodies,
+idle connections and whole requests each have a deadline, and a slow client never holds up
+another's request."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -13,7 +17,7 @@ import pytest
 
 from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
-from llm_bot.gateway import app as gateway_app
+from llm_bot.gateway import http_protocol, request_body
 from llm_bot.gateway.openai_wire import MAX_MESSAGES
 from tests.support.events import new_id
 from tests.support.gateway import TENANT_KEYS, gateway_settings, running_gateway
@@ -23,7 +27,7 @@ pytestmark = pytest.mark.integration
 
 
 def _settings(make_settings: Callable[..., Settings], **overrides: Any) -> Settings:
-    return gateway_settings(make_settings, gateway_timeout_seconds=5, **overrides)
+    return gateway_settings(make_settings, **{"gateway_timeout_seconds": 5, **overrides})
 
 
 async def _post(url: str, body: bytes) -> tuple[int, dict[str, Any]]:
@@ -83,7 +87,7 @@ async def test_a_body_sent_too_slowly_is_408_and_others_are_served_meanwhile(
 ) -> None:
     """A client that sends its body a byte at a time past the read deadline gets 408;
     another client's request is answered while it dawdles."""
-    monkeypatch.setattr(gateway_app, "BODY_READ_SECONDS", 0.5)
+    monkeypatch.setattr(request_body, "BODY_READ_SECONDS", 0.5)
     settings = _settings(make_settings)
     async with bot(settings), running_gateway(settings) as gateway:
         port = gateway.port
@@ -105,3 +109,107 @@ async def test_a_body_sent_too_slowly_is_408_and_others_are_served_meanwhile(
         head = await asyncio.wait_for(reader.readline(), 5)
         writer.close()
     assert b" 408 " in head
+
+
+async def _served_beside(url: str) -> None:
+    """A normal request, answered while a slow client dawdles."""
+    status, answer = await _post(
+        url, json.dumps(_request([{"role": "user", "content": "hi"}])).encode()
+    )
+    assert status == 200
+    assert answer["choices"][0]["message"]["content"] == "echo: hi"
+
+
+async def test_headers_sent_a_line_a_second_are_cut_off_and_others_are_served(
+    make_settings: Callable[..., Settings],
+    fake_model: FakeModelServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A client sending a header line a second gets 408 and a closed connection within the
+    header deadline (2 s here), while a normal request is served meanwhile."""
+    monkeypatch.setattr(http_protocol, "HEADER_READ_SECONDS", 2.0)
+    settings = _settings(make_settings)
+    async with bot(settings), running_gateway(settings) as gateway:
+        reader, writer = await asyncio.open_connection("127.0.0.1", gateway.port)
+        opened = time.monotonic()
+
+        async def drip() -> None:
+            lines = [b"POST /v1/chat/completions HTTP/1.1\r\n", b"Host: x\r\n"]
+            lines += [b"X-Slow-%d: y\r\n" % n for n in range(30)]
+            with contextlib.suppress(ConnectionError):
+                for line in lines:
+                    writer.write(line)
+                    await writer.drain()
+                    await asyncio.sleep(1.0)
+
+        dripping = asyncio.create_task(drip())
+        await _served_beside(gateway.base_url)
+        head = await asyncio.wait_for(reader.readline(), 6)
+        rest = await asyncio.wait_for(reader.read(), 2)
+        cut_after = time.monotonic() - opened
+        dripping.cancel()
+        writer.close()
+    assert b" 408 " in head
+    assert b'"code": "headers_timeout"' in rest
+    assert cut_after < 3.5
+
+
+async def test_idle_connections_are_closed(
+    make_settings: Callable[..., Settings],
+    fake_model: FakeModelServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A connection that sends nothing is closed at the header deadline (1 s here) without
+    a response; a kept-alive one, idle after its response, within uvicorn's 5 s."""
+    monkeypatch.setattr(http_protocol, "HEADER_READ_SECONDS", 1.0)
+    settings = _settings(make_settings)
+    async with running_gateway(settings) as gateway:
+        reader, writer = await asyncio.open_connection("127.0.0.1", gateway.port)
+        opened = time.monotonic()
+        assert await asyncio.wait_for(reader.read(), 3) == b""
+        assert time.monotonic() - opened < 2.0
+        writer.close()
+        reader, writer = await asyncio.open_connection("127.0.0.1", gateway.port)
+        writer.write(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+        answered = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 3)
+        assert b" 401 " in answered
+        idle = time.monotonic()
+        with contextlib.suppress(ConnectionError):
+            while await asyncio.wait_for(reader.read(65536), 8):
+                pass
+        assert time.monotonic() - idle < 7.0
+        writer.close()
+
+
+async def test_a_request_past_its_whole_deadline_is_504_and_closed(
+    make_settings: Callable[..., Settings],
+    fake_model: FakeModelServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past LLM_BOT_GATEWAY_TIMEOUT_SECONDS plus the response grace (2 s + 0.5 s here), a
+    request still unanswered is 504 ``timeout`` with a request id and its connection is
+    closed, whatever the app was waiting on (here a body dripping in under a long body
+    deadline); a normal request is served meanwhile."""
+    monkeypatch.setattr(request_body, "BODY_READ_SECONDS", 30.0)
+    monkeypatch.setattr(http_protocol, "RESPONSE_GRACE_SECONDS", 0.5)
+    settings = _settings(make_settings, gateway_timeout_seconds=2)
+    async with bot(settings), running_gateway(settings) as gateway:
+        reader, writer = await asyncio.open_connection("127.0.0.1", gateway.port)
+        body = json.dumps(_request([{"role": "user", "content": "slow"}])).encode()
+        writer.write(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+            + f"Authorization: Bearer {TENANT_KEYS['tenant_a']}\r\n".encode()
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body[:10]
+        )
+        await writer.drain()
+        sent = time.monotonic()
+        await _served_beside(gateway.base_url)
+        answer = await asyncio.wait_for(reader.read(), 5)
+        waited = time.monotonic() - sent
+        writer.close()
+    head, _, error = answer.partition(b"\r\n\r\n")
+    assert b" 504 " in head
+    assert json.loads(error)["error"]["code"] == "timeout"
+    assert json.loads(error)["error"]["request_id"].startswith("req_")
+    assert 2.0 < waited < 4.5

@@ -45,11 +45,14 @@ def sdk_client(gateway: Gateway, tenant: str = "tenant_a", **options: Any) -> As
 
 
 def gateway_settings(make_settings: Callable[..., Settings], **overrides: Any) -> Settings:
-    """A test's settings for a gateway on a free local port with the test tenants' keys."""
+    """A test's settings for a gateway on free local ports (public and internal) with the
+    test tenants' keys."""
     values: dict[str, Any] = {
         "gateway_keys": gateway_keys(),
         "gateway_port": 0,
         "gateway_host": "127.0.0.1",
+        "http_port": 0,
+        "http_host": "127.0.0.1",
         "gateway_timeout_seconds": 20,
     }
     values.update(overrides)

@@ -39,11 +39,14 @@ class ConsumerProcess:
 
     def __init__(self, settings: Settings, *, log_path: Path, command: str = "run") -> None:
         self.command = command
-        self.http_port = free_port()
+        self.http_port = free_port()  # /healthz, /readyz, /metrics (the gateway's too)
+        self.api_port = free_port() if command == "gateway" else None  # the gateway's API
         self._env = settings_env(settings)
-        prefix = "LLM_BOT_GATEWAY" if command == "gateway" else "LLM_BOT_HTTP"
-        self._env[f"{prefix}_PORT"] = str(self.http_port)
-        self._env[f"{prefix}_HOST"] = "127.0.0.1"
+        self._env["LLM_BOT_HTTP_PORT"] = str(self.http_port)
+        self._env["LLM_BOT_HTTP_HOST"] = "127.0.0.1"
+        if self.api_port is not None:
+            self._env["LLM_BOT_GATEWAY_PORT"] = str(self.api_port)
+            self._env["LLM_BOT_GATEWAY_HOST"] = "127.0.0.1"
         self.log_path = log_path
         self.process: asyncio.subprocess.Process | None = None
 

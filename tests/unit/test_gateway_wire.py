@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 from starlette.requests import ClientDisconnect
 
 from llm_bot.config import ConfigurationError, load_settings
+from llm_bot.contract import ErrorV1
 from llm_bot.gateway.api_keys import ApiKeys, key_digest
-from llm_bot.gateway.app import _ClosingStream
 from llm_bot.gateway.openai_wire import WireError, parse_request
+from llm_bot.gateway.sse_stream import ClosingStream
 from llm_bot.gateway.stream_text import StreamText
 
 
@@ -187,8 +188,44 @@ async def test_a_stream_whose_client_left_before_its_body_started_still_closes()
     async def send(message: dict[str, Any]) -> None:
         raise OSError("the client is gone")
 
-    response = _ClosingStream(body(), on_close=on_close, media_type="text/event-stream", headers={})
+    response = ClosingStream(body(), on_close=on_close, media_type="text/event-stream", headers={})
     with contextlib.suppress(OSError, ClientDisconnect):
         await response({"type": "http", "asgi": {"spec_version": "2.4"}}, receive, send)
     assert closed == [True]
     assert started == []
+
+
+def test_a_service_error_reaches_the_client_as_its_codes_stable_text() -> None:
+    """A provider's or the service's own text stays in ``detail`` (logged), never in the
+    body; an invalid event's reason (about the request) is passed on."""
+    failed = ErrorV1.model_validate(
+        {
+            "schema": "llmbot.error.v1",
+            "event_id": "e1",
+            "tenant_id": "t",
+            "user_id": "u",
+            "conversation_id": "c",
+            "code": "model_error",
+            "message": "model returned HTTP 401: key sk-live-123 revoked",
+            "attempts": 1,
+            "created_at": "2026-11-25T00:00:00Z",
+        }
+    )
+    error = WireError.from_error_event(failed)
+    assert (error.status, error.code) == (502, "model_error")
+    assert "sk-live-123" not in str(error.body("req_1"))
+    assert error.body("req_1")["error"]["request_id"] == "req_1"
+    assert error.detail == failed.message
+    invalid = WireError.from_error_event(
+        failed.model_copy(update={"code": "invalid_event", "message": "metadata.persona: x"})
+    )
+    assert (invalid.status, invalid.message) == (400, "metadata.persona: x")
+
+
+def test_a_user_bound_caller_cannot_name_another_user() -> None:
+    assert parse_request(_body(user=None), {}, bound_user="alice").user_id == "alice"
+    assert parse_request(_body(user="alice"), {}, bound_user="alice").user_id == "alice"
+    for body, headers in ((_body(user="bob"), {}), (_body(user=None), {"x-user-id": "bob"})):
+        with pytest.raises(WireError) as refused:
+            parse_request(body, headers, bound_user="alice")
+        assert (refused.value.status, refused.value.code) == (403, "user_not_allowed")

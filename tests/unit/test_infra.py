@@ -278,7 +278,12 @@ def test_secrets_stay_out_of_the_configmap() -> None:
     """The API key and the broker URL (with its password) come from the Secret only."""
     assert {"OPENAI_API_KEY", "AMQP_URL"}.isdisjoint(_configmap())
     secret = _k8s("Secret", "llm-bot-secrets")
-    assert set(secret["stringData"]) == {"OPENAI_API_KEY", "AMQP_URL", "LLM_BOT_GATEWAY_KEYS"}
+    assert set(secret["stringData"]) == {
+        "OPENAI_API_KEY",
+        "AMQP_URL",
+        "LLM_BOT_GATEWAY_KEYS",
+        "LLM_BOT_GATEWAY_TOKEN_SECRETS",
+    }
 
 
 @pytest.mark.parametrize("name", ["llm-bot", "llm-bot-worker"])
@@ -294,16 +299,24 @@ def test_deployment_probes_use_healthz_and_readyz_on_the_http_port(name: str) ->
     assert refs == ["llm-bot-config", "llm-bot-secrets"]
 
 
-def test_gateway_serves_its_api_and_probes_on_the_gateway_port() -> None:
-    """The gateway's probes and Service use its API port (LLM_BOT_GATEWAY_PORT)."""
-    (container,) = _k8s("Deployment", "llm-bot-gateway")["spec"]["template"]["spec"]["containers"]
+def test_gateway_serves_its_api_publicly_and_probes_and_metrics_internally() -> None:
+    """The gateway's Service exposes only its API port (LLM_BOT_GATEWAY_PORT); its probes,
+    Prometheus annotation and scrape job use the internal port (LLM_BOT_HTTP_PORT)."""
+    deployment = _k8s("Deployment", "llm-bot-gateway")["spec"]["template"]
+    (container,) = deployment["spec"]["containers"]
     port = int(_configmap()["LLM_BOT_GATEWAY_PORT"])
+    internal = int(_configmap()["LLM_BOT_HTTP_PORT"])
     assert container["args"] == ["gateway"]
-    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"api": port}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "api"}
-    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "api"}
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"api": port, "http": internal}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert deployment["metadata"]["annotations"]["prometheus.io/port"] == str(internal)
     (service_port,) = _k8s("Service", "llm-bot-gateway")["spec"]["ports"]
     assert (service_port["port"], service_port["targetPort"]) == (port, "api")
+    scrape = yaml.safe_load((PROMETHEUS / "prometheus.yml").read_text(encoding="utf-8"))
+    [job] = [j for j in scrape["scrape_configs"] if j["job_name"] == "llm-bot-gateway"]
+    assert job["static_configs"][0]["targets"] == [f"gateway:{internal}"]
 
 
 def test_deployments_outlast_the_shutdown_grace_and_run_as_non_root() -> None:

@@ -1,4 +1,5 @@
-"""``llm-bot gateway``: the OpenAI-compatible front door, its own process and port.
+"""``llm-bot gateway``: the OpenAI-compatible front door, its own process and port, with
+``/healthz``, ``/readyz`` and ``/metrics`` on the internal ``LLM_BOT_HTTP_PORT`` only.
 
 FastAPI on uvicorn, the stack OpenAI-compatible servers in Python are built on (vLLM,
 LiteLLM, llama-cpp-python's server): what operators and client authors expect, ASGI
@@ -23,9 +24,14 @@ from prometheus_client import CollectorRegistry
 from llm_bot import __version__
 from llm_bot.adapters.rabbit_topology import Topology
 from llm_bot.config import ConfigurationError, Settings
+from llm_bot.entrypoints.http_server import HealthServer
+from llm_bot.gateway import http_protocol
 from llm_bot.gateway.api_keys import ApiKeys
 from llm_bot.gateway.app import GatewaySettings, create_app
 from llm_bot.gateway.bus import GatewayBus
+from llm_bot.gateway.credentials import Credentials
+from llm_bot.gateway.tenant_personas import TenantPersonas
+from llm_bot.gateway.user_tokens import UserTokens
 from llm_bot.telemetry.gateway_metrics import GatewayMetrics
 from llm_bot.telemetry.tracing import TRACER_NAME, build_tracer_provider
 
@@ -50,11 +56,13 @@ class _Server(uvicorn.Server):
 
 @dataclass
 class Gateway:
-    """A gateway process's pieces: the bus connection and the HTTP server."""
+    """A gateway process's pieces: the bus connection, the public HTTP server and the
+    internal one (probes and metrics)."""
 
     settings: Settings
     bus: GatewayBus
     server: _Server
+    health: HealthServer
     tracer_provider: TracerProvider
     metrics: GatewayMetrics
 
@@ -70,16 +78,23 @@ class Gateway:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
+    @property
+    def internal_port(self) -> int:
+        """The bound port of ``/healthz``, ``/readyz`` and ``/metrics``."""
+        return self.health.port
+
     async def serve(self) -> None:
         """Connect, then serve until SIGTERM/SIGINT (uvicorn's graceful shutdown)."""
-        await self.bus.start()
+        await self.health.start()
         try:
+            await self.bus.start()
             await self.server.serve()
         finally:
             await self.close()
 
     async def start(self) -> asyncio.Task[None]:
         """Connect and serve in a task (tests); returns once the port is bound."""
+        await self.health.start()
         await self.bus.start()
         task = asyncio.create_task(self.server.serve())
         while not self.server.started:
@@ -97,6 +112,7 @@ class Gateway:
 
     async def close(self) -> None:
         await self.bus.close()
+        await self.health.stop()
         self.tracer_provider.force_flush()
 
 
@@ -119,20 +135,24 @@ def build_gateway(
     app = create_app(
         bus=bus,
         settings=GatewaySettings(
-            keys=ApiKeys.parse(settings.gateway_keys),
+            credentials=_credentials(settings),
             timeout_seconds=settings.gateway_timeout_seconds,
             model_ids=tuple(m.strip() for m in settings.gateway_models.split(",") if m.strip()),
             max_body_bytes=settings.max_body_bytes,
+            personas=TenantPersonas.parse(settings.gateway_tenant_personas),
         ),
         metrics=metrics,
         tracer=provider.get_tracer(TRACER_NAME, __version__),
-        readiness={"broker": broker},
+    )
+    protocol = http_protocol.bounded_protocol(
+        header_seconds=http_protocol.HEADER_READ_SECONDS,
+        request_seconds=settings.gateway_timeout_seconds + http_protocol.RESPONSE_GRACE_SECONDS,
     )
     config = uvicorn.Config(
         app,
         host=settings.gateway_host,
         port=settings.gateway_port,
-        http="httptools",
+        http=protocol,  # httptools, with header and whole-request deadlines
         lifespan="off",
         log_config=None,
         access_log=False,
@@ -141,18 +161,43 @@ def build_gateway(
         timeout_keep_alive=5,
     )
     server = _Server(config, handle_signals=handle_signals)
+    health = HealthServer(
+        host=settings.http_host,
+        port=settings.http_port,
+        checks={"broker": broker},
+        registry=metrics.registry,
+    )
     return Gateway(
-        settings=settings, bus=bus, server=server, tracer_provider=provider, metrics=metrics
+        settings=settings,
+        bus=bus,
+        server=server,
+        health=health,
+        tracer_provider=provider,
+        metrics=metrics,
+    )
+
+
+def _credentials(settings: Settings) -> Credentials:
+    return Credentials(
+        keys=ApiKeys.parse(settings.gateway_keys),
+        tokens=UserTokens(
+            secrets=UserTokens.parse_secrets(settings.gateway_token_secrets.get_secret_value()),
+            audience=settings.gateway_token_audience,
+            issuer=settings.gateway_token_issuer,
+            max_ttl_seconds=settings.gateway_token_max_ttl_seconds,
+        ),
     )
 
 
 async def run_gateway(settings: Settings) -> None:
-    """``llm-bot gateway``: refuse to start without keys, then serve."""
-    if not ApiKeys.parse(settings.gateway_keys):
+    """``llm-bot gateway``: refuse to start without keys or token secrets, then serve."""
+    credentials = _credentials(settings)
+    if not (credentials.keys or credentials.tokens):
         raise ConfigurationError(
             "invalid configuration: LLM_BOT_GATEWAY_KEYS: set at least one "
-            "tenant=sha256:<digest> entry (make one with: llm-bot gateway hash-key)"
+            "tenant=sha256:<digest> entry (make one with: llm-bot gateway hash-key), or "
+            "LLM_BOT_GATEWAY_TOKEN_SECRETS"
         )
     gateway = build_gateway(settings)
-    log.info("gateway.starting", port=settings.gateway_port)
+    log.info("gateway.starting", port=settings.gateway_port, internal_port=settings.http_port)
     await gateway.serve()

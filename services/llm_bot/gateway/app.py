@@ -1,5 +1,6 @@
-"""The gateway's HTTP API (FastAPI on uvicorn): ``POST /v1/chat/completions``,
-``GET /v1/models``, ``/healthz``, ``/readyz``, ``/metrics``.
+"""The gateway's public HTTP API (FastAPI on uvicorn): ``POST /v1/chat/completions`` and
+``GET /v1/models``. ``/healthz``, ``/readyz`` and ``/metrics`` are served on the internal
+port only (``LLM_BOT_HTTP_PORT``, see ``entrypoints/gateway.py``).
 
 Each completion request becomes one ``message`` event on the ingress, published with this
 gateway's reply address; the reply (streamed deltas, then the final candidate, or an error)
@@ -9,63 +10,64 @@ A streaming response starts only when the first reply arrives, so an event that 
 before any text gets a proper HTTP error status; after that, failures end the stream with an
 OpenAI-style error event. A client that disconnects loses nothing: the event is on the
 queue, the turn completes and is remembered; only the rest of its stream is dropped.
+
+Every response carries ``X-Request-Id``; an error body carries it too
+(``error.request_id``), and the log line of the error names the same id. A client never
+reads internal error text (a provider's, a broker's, an exception's): that goes to the log.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 import structlog
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
-from starlette.types import Receive, Scope, Send
 
 from llm_bot.config import ID_PATTERN
-from llm_bot.contract import CandidateDeltaV1, CandidateV1, ErrorV1, InternalEventV2
-from llm_bot.gateway.api_keys import ApiKeys
-from llm_bot.gateway.bus import BusUnavailable, GatewayBus, ReplyWait
+from llm_bot.contract import CandidateV1, InternalEventV2
+from llm_bot.gateway.bus import BusUnavailable, GatewayBus
+from llm_bot.gateway.credentials import Credentials
+from llm_bot.gateway.error_replies import (
+    error_response,
+    new_request_id,
+    request_id_header,
+    unavailable,
+)
 from llm_bot.gateway.openai_wire import (
+    PUBLIC_MESSAGES,
     ChatRequest,
-    ChunkWriter,
     WireError,
     completion,
     parse_request,
 )
-from llm_bot.gateway.stream_text import StreamText
+from llm_bot.gateway.request_body import json_body
+from llm_bot.gateway.sse_stream import ClosingStream, ReplyStream, next_reply
+from llm_bot.gateway.tenant_personas import TenantPersonas
 from llm_bot.telemetry.gateway_metrics import GatewayMetrics
 from llm_bot.telemetry.tracing import inject_context
 
 log = structlog.get_logger(__name__)
 
-BODY_READ_SECONDS = 10.0
-"""A body sent slower than this (a slow-loris client) is refused with 408."""
-MAX_JSON_DEPTH = 32
-"""Nesting a chat request never needs; deeper is refused (400), never a RecursionError."""
-
-Readiness = Callable[[], Awaitable[str | None]]
-
 
 @dataclass(frozen=True)
 class GatewaySettings:
-    keys: ApiKeys
+    credentials: Credentials
     timeout_seconds: float
     model_ids: tuple[str, ...]
     max_body_bytes: int = 262_144
     """The service's ``LLM_BOT_MAX_BODY_BYTES``: a larger request is refused with 413
     before anything is published (the consumer would refuse what it became)."""
+    personas: TenantPersonas = field(default_factory=TenantPersonas)
 
 
 def create_app(
@@ -74,7 +76,6 @@ def create_app(
     settings: GatewaySettings,
     metrics: GatewayMetrics,
     tracer: Tracer,
-    readiness: dict[str, Readiness],
 ) -> FastAPI:
     app = FastAPI(title="llm-bot gateway", docs_url=None, redoc_url=None, openapi_url=None)
     completions = _Completions(bus=bus, settings=settings, metrics=metrics, tracer=tracer)
@@ -85,32 +86,16 @@ def create_app(
 
     @app.get("/v1/models")
     async def models(request: Request) -> Response:
+        request_id = new_request_id()
         try:
-            _tenant(request, settings.keys)
+            settings.credentials.caller(request.headers.get("authorization", ""))
         except WireError as exc:
-            return _error_response(exc)
+            return error_response(exc, request_id)
         data = [
             {"id": model, "object": "model", "created": 0, "owned_by": "llm-bot"}
             for model in settings.model_ids
         ]
-        return JSONResponse({"object": "list", "data": data})
-
-    @app.get("/healthz")
-    async def healthz() -> Response:
-        return PlainTextResponse("ok\n")
-
-    @app.get("/readyz")
-    async def readyz() -> Response:
-        reasons = {name: await check() for name, check in readiness.items()}
-        failing = {name: why for name, why in reasons.items() if why is not None}
-        if failing:
-            text = "".join(f"{name}: {why}\n" for name, why in failing.items())
-            return PlainTextResponse(text, status_code=503)
-        return PlainTextResponse("ready\n")
-
-    @app.get("/metrics")
-    async def prometheus() -> Response:
-        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+        return JSONResponse({"object": "list", "data": data}, headers=request_id_header(request_id))
 
     return app
 
@@ -131,6 +116,7 @@ class _Completions:
 
     async def handle(self, request: Request) -> Response:
         started = time.perf_counter()
+        request_id = new_request_id()
         span = self._tracer.start_span(
             "POST /v1/chat/completions",
             kind=SpanKind.SERVER,
@@ -138,27 +124,42 @@ class _Completions:
                 "http.request.method": "POST",
                 "http.route": "/v1/chat/completions",
                 "url.path": request.url.path,
+                "llmbot.request_id": request_id,
             },
         )
         self._metrics.in_flight.inc()
         stream = False
         try:
-            tenant = _tenant(request, self._settings.keys)
+            caller = self._settings.credentials.caller(request.headers.get("authorization", ""))
             headers = {k.lower(): v for k, v in request.headers.items()}
-            chat = parse_request(await _json_body(request, self._settings.max_body_bytes), headers)
+            body = await json_body(request, self._settings.max_body_bytes)
+            chat = parse_request(body, headers, bound_user=caller.user)
             stream = chat.stream
-            event = _event(chat, tenant, headers)
+            _check_persona(chat, caller.tenant, self._settings.personas)
+            event = _event(chat, caller.tenant, headers)
             span.set_attribute("llmbot.event_id", event.id)
-            return await self._answer(chat, event, span, started)
+            return await self._answer(chat, event, span, started, request_id)
         except WireError as exc:
             self._finish(span, started, stream, exc.status)
-            return _error_response(exc)
+            return error_response(exc, request_id)
+        except Exception:
+            log.exception("gateway.request_failed", request_id=request_id, status=500)
+            self._finish(span, started, stream, 500)
+            internal = WireError(500, PUBLIC_MESSAGES["internal"], code="internal")
+            return JSONResponse(
+                internal.body(request_id), 500, headers=request_id_header(request_id)
+            )
         except BaseException:
             self._finish(span, started, stream, 500)
             raise
 
     async def _answer(
-        self, chat: ChatRequest, event: InternalEventV2, span: Span, started: float
+        self,
+        chat: ChatRequest,
+        event: InternalEventV2,
+        span: Span,
+        started: float,
+        request_id: str,
     ) -> Response:
         deadline = started + self._settings.timeout_seconds
         carrier: dict[str, object] = {}
@@ -168,20 +169,23 @@ class _Completions:
         try:
             wait = await listening.enter_async_context(self._bus.request(event, carrier))
         except BusUnavailable as exc:
-            raise WireError(503, f"the service is unavailable: {exc}", code="unavailable") from exc
+            raise unavailable(exc) from exc
         try:
-            first = await _next(wait, deadline)
+            first = await next_reply(wait, deadline)
             if not chat.stream:
                 candidate = first
                 while not isinstance(candidate, CandidateV1):
-                    candidate = await _next(wait, deadline)
+                    candidate = await next_reply(wait, deadline)
                 await listening.aclose()
                 self._finish(span, started, False, 200)
-                return JSONResponse(completion(candidate, model=chat.model, event_id=event.id))
+                return JSONResponse(
+                    completion(candidate, model=chat.model, event_id=event.id),
+                    headers=request_id_header(request_id),
+                )
         except BaseException:
             await listening.aclose()
             raise
-        stream = _Stream(
+        stream = ReplyStream(
             chat=chat,
             event_id=event.id,
             wait=wait,
@@ -189,6 +193,7 @@ class _Completions:
             deadline=deadline,
             metrics=self._metrics,
             started=started,
+            request_id=request_id,
         )
 
         closed = False
@@ -207,11 +212,15 @@ class _Completions:
             finally:
                 await close()
 
-        return _ClosingStream(
+        return ClosingStream(
             body(),
             on_close=close,
             media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            headers={
+                "Cache-Control": "no-cache",
+                "X-Accel-Buffering": "no",
+                **request_id_header(request_id),
+            },
         )
 
     def _finish(
@@ -236,181 +245,17 @@ class _Completions:
         span.end()
 
 
-class _ClosingStream(StreamingResponse):
-    """A StreamingResponse that always runs ``on_close``: also when the client left before
-    the body was iterated (Starlette then cancels the response and never starts the body,
-    whose own ``finally`` would not run: the reply wait and the metrics would leak)."""
-
-    def __init__(
-        self,
-        content: AsyncIterator[bytes],
-        *,
-        on_close: Callable[[], Awaitable[None]],
-        media_type: str,
-        headers: dict[str, str],
-    ) -> None:
-        super().__init__(content, media_type=media_type, headers=headers)
-        self._on_close = on_close
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            await self._on_close()
-
-
-class _Stream:
-    """The SSE body of one streaming request."""
-
-    def __init__(
-        self,
-        *,
-        chat: ChatRequest,
-        event_id: str,
-        wait: ReplyWait,
-        first: CandidateDeltaV1 | CandidateV1,
-        deadline: float,
-        metrics: GatewayMetrics,
-        started: float,
-    ) -> None:
-        self._chat = chat
-        self._wait = wait
-        self._first: CandidateDeltaV1 | CandidateV1 | None = first
-        self._deadline = deadline
-        self._metrics = metrics
-        self._started = started
-        self._chunks = ChunkWriter(event_id=event_id, model=chat.model)
-        self._text = StreamText()
-        self._timed_first_token = False
-        self.ending = "disconnected"
-
-    async def events(self) -> AsyncIterator[bytes]:
-        while True:
-            try:
-                reply = self._first or await _next(self._wait, self._deadline)
-            except WireError as exc:
-                self.ending = "timeout" if exc.code == "timeout" else "failed"
-                yield _sse(exc.body())
-                return
-            self._first = None
-            if isinstance(reply, CandidateV1):
-                async for data in self._final(reply):
-                    yield data
-                return
-            piece = self._text.delta(reply.seq, reply.delta)
-            if piece:
-                yield self._piece(piece)
-
-    async def _final(self, candidate: CandidateV1) -> AsyncIterator[bytes]:
-        rest = self._text.final(candidate.text)
-        if rest is None:
-            self.ending = "contradicted"
-            error = WireError(
-                502,
-                "the model's stream broke off and the retried call answered differently; "
-                "the reply that counts (and is remembered) is the final one: send the "
-                "request again with the same Idempotency-Key to receive it",
-                code="stream_interrupted",
-            )
-            yield _sse(error.body())
-            return
-        if rest:
-            yield self._piece(rest)
-        for chunk in self._chunks.finish(candidate):
-            yield _sse(chunk)
-        if self._chat.include_usage:
-            yield _sse(self._chunks.usage(candidate))
-        yield b"data: [DONE]\n\n"
-        self.ending = "completed"
-
-    def _piece(self, text: str) -> bytes:
-        if not self._timed_first_token:
-            self._timed_first_token = True
-            self._metrics.time_to_first_token.observe(time.perf_counter() - self._started)
-        return _sse(self._chunks.text(text))
-
-
-async def _next(wait: ReplyWait, deadline: float) -> CandidateDeltaV1 | CandidateV1:
-    """The next delta or candidate; ``WireError`` for a failed event, a timeout or a lost
-    connection."""
-    try:
-        async with asyncio.timeout(max(deadline - time.perf_counter(), 0.0)):
-            reply = await wait.next()
-    except TimeoutError as exc:
+def _check_persona(chat: ChatRequest, tenant: str, personas: TenantPersonas) -> None:
+    """403 for a persona the tenant may not name; the refusal lists nothing that exists."""
+    persona = chat.metadata.get("persona")
+    if not personas.permits(tenant, persona):
         raise WireError(
-            504,
-            "no reply within the gateway's timeout (LLM_BOT_GATEWAY_TIMEOUT_SECONDS); the "
-            "turn still completes and is remembered",
-            code="timeout",
-        ) from exc
-    except BusUnavailable as exc:
-        raise WireError(503, f"the service is unavailable: {exc}", code="unavailable") from exc
-    if isinstance(reply, ErrorV1):
-        raise WireError.from_error_event(reply)
-    return reply
-
-
-def _sse(data: dict[str, Any]) -> bytes:
-    return b"data: " + json.dumps(data, ensure_ascii=False).encode() + b"\n\n"
-
-
-def _error_response(error: WireError) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else None
-    return JSONResponse(error.body(), status_code=error.status, headers=headers)
-
-
-def _tenant(request: Request, keys: ApiKeys) -> str:
-    scheme, _, key = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not key.strip():
-        raise WireError(
-            401,
-            "missing API key: send 'Authorization: Bearer <key>'",
-            code="invalid_api_key",
+            403,
+            f"metadata.persona: {persona!r} is not available to this caller",
+            param="metadata.persona",
+            code="persona_not_allowed",
+            kind="permission_error",
         )
-    tenant = keys.tenant_for(key.strip())
-    if tenant is None:
-        raise WireError(401, "incorrect API key provided", code="invalid_api_key")
-    return tenant
-
-
-async def _json_body(request: Request, limit: int) -> Any:
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise WireError(413, f"the request body is over {limit} bytes")
-    raw = bytearray()
-    try:
-        async with asyncio.timeout(BODY_READ_SECONDS):
-            async for chunk in request.stream():
-                raw.extend(chunk)
-                if len(raw) > limit:
-                    raise WireError(413, f"the request body is over {limit} bytes")
-    except TimeoutError:
-        raise WireError(
-            408, f"the request body did not arrive within {BODY_READ_SECONDS:g} s"
-        ) from None
-    if _nesting(raw) > MAX_JSON_DEPTH:
-        raise WireError(400, f"the request body nests deeper than {MAX_JSON_DEPTH} levels")
-    try:
-        return json.loads(raw)
-    except ValueError as exc:
-        raise WireError(400, f"the request body is not JSON: {exc}") from exc
-
-
-_OPENERS = re.compile(rb'[\[{]|[\]}]|"(?:[^"\\]|\\.)*"')
-
-
-def _nesting(raw: bytes | bytearray) -> int:
-    """The deepest nesting of arrays and objects in JSON text (strings skipped), found
-    before parsing: a parser recursing into a deep body is what this keeps away."""
-    depth = deepest = 0
-    for match in _OPENERS.finditer(raw):
-        token = match.group()
-        if token in (b"[", b"{"):
-            depth += 1
-            deepest = max(deepest, depth)
-        elif token in (b"]", b"}"):
-            depth -= 1
-    return deepest
 
 
 def _event(chat: ChatRequest, tenant: str, headers: dict[str, str]) -> InternalEventV2:

@@ -28,10 +28,22 @@ ERROR_STATUS: dict[str, int] = {
     "timeout": 504,
     "internal": 500,
 }
+PUBLIC_MESSAGES: dict[str, str] = {
+    "model_error": "the model provider did not answer; try again later",
+    "memory_unavailable": "the service's memory store is unavailable; try again later",
+    "timeout": "the service did not finish the reply in time; the turn may still complete",
+    "internal": "the service failed on this request",
+}
+"""What a client reads for an event that failed in the service: a stable text per code.
+The service's own text (a provider's or a broker's error) goes to the log only, with the
+request id the client is given."""
 
 
 class WireError(Exception):
-    """A request the gateway answers with an OpenAI-style error body."""
+    """A request the gateway answers with an OpenAI-style error body.
+
+    ``message`` is what the client reads; ``detail`` (internal: a provider's or a broker's
+    error text) is logged only, never sent."""
 
     def __init__(
         self,
@@ -41,6 +53,7 @@ class WireError(Exception):
         param: str | None = None,
         code: str | None = None,
         kind: str | None = None,
+        detail: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -48,21 +61,29 @@ class WireError(Exception):
         self.param = param
         self.code = code
         self.kind = kind or ("invalid_request_error" if status < 500 else "server_error")
+        self.detail = detail
 
-    def body(self) -> dict[str, Any]:
-        return {
-            "error": {
-                "message": self.message,
-                "type": self.kind,
-                "param": self.param,
-                "code": self.code,
-            }
+    def body(self, request_id: str | None = None) -> dict[str, Any]:
+        error: dict[str, Any] = {
+            "message": self.message,
+            "type": self.kind,
+            "param": self.param,
+            "code": self.code,
         }
+        if request_id is not None:
+            error["request_id"] = request_id
+        return {"error": error}
 
     @classmethod
     def from_error_event(cls, error: ErrorV1) -> WireError:
-        """The HTTP error for an event that failed in the service."""
-        return cls(ERROR_STATUS.get(error.code, 500), error.message, code=error.code)
+        """The HTTP error for an event that failed in the service: an invalid event's
+        reason (it is about the request), otherwise the code's stable text."""
+        if error.code == "invalid_event":
+            return cls(400, error.message, code=error.code)
+        code = error.code if error.code in PUBLIC_MESSAGES else "internal"
+        return cls(
+            ERROR_STATUS.get(code, 500), PUBLIC_MESSAGES[code], code=code, detail=error.message
+        )
 
 
 class _Message(BaseModel):
@@ -111,8 +132,13 @@ class ChatRequest:
     metadata: dict[str, str]
 
 
-def parse_request(body: Any, headers: dict[str, str]) -> ChatRequest:
-    """Validate a ``/v1/chat/completions`` body; ``WireError`` (400) naming the parameter."""
+def parse_request(
+    body: Any, headers: dict[str, str], *, bound_user: str | None = None
+) -> ChatRequest:
+    """Validate a ``/v1/chat/completions`` body; ``WireError`` (400) naming the parameter.
+
+    ``bound_user``: the one user the caller's credential acts as (a user-bound key, a user
+    token); a request naming another user is refused (403), one naming none acts as it."""
     if not isinstance(body, dict):
         raise WireError(400, "the request body must be a JSON object")
     try:
@@ -143,12 +169,11 @@ def parse_request(body: Any, headers: dict[str, str]) -> ChatRequest:
         )
     text = _text_of(last.content, index)
     metadata = dict(request.metadata or {})
-    user = request.user or request.safety_identifier or headers.get("x-user-id")
     conversation = metadata.pop("conversation_id", None) or headers.get("x-conversation-id")
     return ChatRequest(
         model=request.model,
         text=text,
-        user_id=_identifier(user, "user", "set 'user' (or the X-User-Id header)"),
+        user_id=_user(request, headers, bound_user),
         conversation_id=_identifier(
             conversation,
             "metadata.conversation_id",
@@ -158,6 +183,23 @@ def parse_request(body: Any, headers: dict[str, str]) -> ChatRequest:
         include_usage=bool(request.stream_options and request.stream_options.include_usage),
         metadata=metadata,
     )
+
+
+def _user(request: _Request, headers: dict[str, str], bound: str | None) -> str:
+    named = [u for u in (request.user, request.safety_identifier, headers.get("x-user-id")) if u]
+    if bound is None:
+        return _identifier(
+            named[0] if named else None, "user", "set 'user' (or the X-User-Id header)"
+        )
+    if any(user != bound for user in named):
+        raise WireError(
+            403,
+            "user: this credential acts for one user only, and the request names another",
+            param="user",
+            code="user_not_allowed",
+            kind="permission_error",
+        )
+    return bound
 
 
 def _text_of(content: str | list[dict[str, Any]] | None, index: int) -> str:

@@ -1,0 +1,45 @@
+"""Error replies of the gateway: OpenAI-style bodies carrying a request id, and the log
+line that request id finds. Internal text (a provider's, a broker's) goes to the log only."""
+
+from __future__ import annotations
+
+import uuid
+
+import structlog
+from fastapi.responses import JSONResponse
+
+from llm_bot.gateway.bus import BusUnavailable
+from llm_bot.gateway.openai_wire import WireError
+
+log = structlog.get_logger(__name__)
+
+
+def new_request_id() -> str:
+    return f"req_{uuid.uuid4().hex}"
+
+
+def request_id_header(request_id: str) -> dict[str, str]:
+    return {"X-Request-Id": request_id}
+
+
+def unavailable(exc: BusUnavailable) -> WireError:
+    return WireError(
+        503, "the service is unavailable; try again later", code="unavailable", detail=str(exc)
+    )
+
+
+def log_error(error: WireError, request_id: str) -> None:
+    """The log line a client's request id finds: internal detail here, never in the body."""
+    fields = {"request_id": request_id, "status": error.status, "code": error.code}
+    if error.status >= 500:
+        log.warning("gateway.request_failed", **fields, detail=error.detail or error.message)
+    else:
+        log.info("gateway.request_refused", **fields)
+
+
+def error_response(error: WireError, request_id: str) -> JSONResponse:
+    log_error(error, request_id)
+    headers = request_id_header(request_id)
+    if error.status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    return JSONResponse(error.body(request_id), status_code=error.status, headers=headers)

@@ -1,0 +1,141 @@
+"""uvicorn's httptools protocol with the two deadlines it lacks: one for a request's headers,
+one for the whole request.
+
+uvicorn bounds a body only through the app, and idle keep-alive connections only after a
+first response: a connection that sends nothing, or sends its headers a line a second
+(slow loris), holds a connection slot (``LLM_BOT_GATEWAY_MAX_CONNECTIONS``) for as long as
+it likes. Here:
+
+- **headers**: a connection must finish a request's headers within ``header_seconds`` of
+  opening (or of the request's first byte on a kept-alive connection); otherwise it gets
+  408 (or, having sent nothing, is just closed) and is closed.
+- **whole request**: once its headers are in, the response must be complete within
+  ``request_seconds``; otherwise the connection is closed (with 504 when no response
+  began). The app's own deadlines (the body read, the reply wait) come first; this one
+  catches what they cannot, such as a client that stops reading a streamed response.
+
+The subclass keeps to uvicorn's protocol callbacks (``connection_made``,
+``on_message_begin``, ``on_headers_complete``, ``on_response_complete``,
+``connection_lost``) and the request cycle's ``response_started``/``disconnected`` flags.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import structlog
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from llm_bot.gateway.error_replies import new_request_id
+from llm_bot.gateway.openai_wire import WireError
+
+log = structlog.get_logger(__name__)
+
+HEADER_READ_SECONDS = 10.0
+"""A request's headers must arrive within this (from the connection's start or the
+request's first byte)."""
+RESPONSE_GRACE_SECONDS = 10.0
+"""How long past ``LLM_BOT_GATEWAY_TIMEOUT_SECONDS`` a response may take to be written
+before its connection is closed (a client that stopped reading)."""
+
+
+class BoundedHttpProtocol(HttpToolsProtocol):
+    """``HttpToolsProtocol`` with a header deadline and a whole-request deadline."""
+
+    header_seconds: float = HEADER_READ_SECONDS
+    request_seconds: float = 75.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._header_timer: asyncio.TimerHandle | None = None
+        self._request_timer: asyncio.TimerHandle | None = None
+        self._request_begun = False
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_header_timer()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._request_begun = True
+        if self._header_timer is None:  # a kept-alive connection's next request
+            self._arm_header_timer()
+
+    def on_headers_complete(self) -> None:
+        self._cancel_timers()
+        self._request_begun = False
+        self._request_timer = self.loop.call_later(self.request_seconds, self._request_too_slow)
+        super().on_headers_complete()
+
+    def on_response_complete(self) -> None:
+        if not self.pipeline:  # else the next request's timers are already running
+            self._cancel_timers()
+        super().on_response_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_timers()
+        super().connection_lost(exc)
+
+    def _arm_header_timer(self) -> None:
+        self._header_timer = self.loop.call_later(self.header_seconds, self._headers_too_slow)
+
+    def _cancel_timers(self) -> None:
+        for timer in (self._header_timer, self._request_timer):
+            if timer is not None:
+                timer.cancel()
+        self._header_timer = self._request_timer = None
+
+    def _headers_too_slow(self) -> None:
+        self._header_timer = None
+        if self.transport.is_closing():
+            return
+        if self._request_begun:
+            log.info("gateway.headers_timeout", client=_peer(self.client))
+            self._refuse(408, "the request headers did not arrive in time", "headers_timeout")
+        else:
+            self.transport.close()
+
+    def _request_too_slow(self) -> None:
+        self._request_timer = None
+        if self.transport.is_closing():
+            return
+        request_id = new_request_id()
+        log.warning("gateway.request_deadline", request_id=request_id, client=_peer(self.client))
+        cycle = self.cycle
+        started = cycle is not None and cycle.response_started
+        if cycle is not None:
+            cycle.disconnected = True  # the app's later writes go nowhere
+        if started:
+            self.transport.close()
+        else:
+            self._refuse(504, "the request did not complete in time", "timeout", request_id)
+
+    def _refuse(self, status: int, message: str, code: str, request_id: str | None = None) -> None:
+        body = json.dumps(WireError(status, message, code=code).body(request_id)).encode()
+        reason = {408: b"Request Timeout", 504: b"Gateway Timeout"}[status]
+        head = [
+            b"HTTP/1.1 %d %s\r\n" % (status, reason),
+            b"content-type: application/json\r\n",
+            b"content-length: %d\r\n" % len(body),
+            b"connection: close\r\n",
+        ]
+        if request_id is not None:
+            head.append(b"x-request-id: %s\r\n" % request_id.encode())
+        self.transport.write(b"".join([*head, b"\r\n", body]))
+        self.transport.close()
+
+
+def bounded_protocol(*, header_seconds: float, request_seconds: float) -> type[BoundedHttpProtocol]:
+    """The protocol class uvicorn is given (``uvicorn.Config(http=...)``) with these
+    deadlines."""
+    return type(
+        "ConfiguredBoundedHttpProtocol",
+        (BoundedHttpProtocol,),
+        {"header_seconds": header_seconds, "request_seconds": request_seconds},
+    )
+
+
+def _peer(client: tuple[str, int] | None) -> str | None:
+    return None if client is None else f"{client[0]}:{client[1]}"
