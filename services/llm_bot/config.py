@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlsplit
 
 from pydantic import (
     AliasChoices,
@@ -21,6 +20,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from llm_bot.amqp_url import parse_amqp_url
 from llm_bot.memory.context import ContextBudget, default_context_budget
 from llm_bot.redis_url import parse_redis_url
 
@@ -262,7 +262,7 @@ class Settings(BaseSettings):
     @field_validator("amqp_url")
     @classmethod
     def _amqp_url(cls, value: SecretStr) -> SecretStr:
-        _check_url(value.get_secret_value(), ("amqp", "amqps"), "amqp://user:password@host:5672/")
+        parse_amqp_url(value.get_secret_value())
         return value
 
     @field_validator("redis_url")
@@ -373,18 +373,6 @@ def parse_tenant_weights(text: str) -> dict[str, float]:
             raise ValueError(f"tenant {tenant!r} is named twice")
         weights[tenant] = weight
     return weights
-
-
-def _check_url(url: str, schemes: tuple[str, ...], example: str) -> None:
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018  # raises ValueError on a port that is not a number
-    except ValueError as exc:
-        raise ValueError(f"not a URL ({exc}); expected e.g. {example}") from exc
-    if parts.scheme not in schemes or not (parts.hostname or parts.scheme == "unix"):
-        raise ValueError(
-            f"expected a {' or '.join(s + '://' for s in schemes)} URL such as {example}"
-        )
 
 
 class ConfigurationError(Exception):

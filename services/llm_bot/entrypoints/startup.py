@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-import aio_pika
 from aio_pika.abc import AbstractConnection, AbstractRobustConnection
 from aiormq.exceptions import (
     AMQPConnectionError,
@@ -21,7 +20,9 @@ from aiormq.exceptions import (
 from redis.exceptions import AuthenticationError as RedisAuthenticationError
 from redis.exceptions import AuthenticationWrongNumberOfArgsError, RedisError, ResponseError
 
+from llm_bot.adapters.rabbit_connection import connect_first_node, connect_rotating
 from llm_bot.adapters.redis_connection import RedisClient
+from llm_bot.amqp_url import hosts_of
 from llm_bot.config import Settings
 
 
@@ -58,21 +59,17 @@ class AmqpNoAnswer(AMQPConnectionError):
 
 
 async def connect_amqp(url: str, **options: Any) -> AbstractConnection:
-    """``aio_pika.connect`` with a timeout; a failure is reported by the caller as one line."""
+    """A connection (no reconnect) to ``AMQP_URL``'s first node that answers, with a timeout
+    per node; a failure is reported by the caller as one line."""
     with quiet_connect_errors(), _no_answer_as_error():
-        connection: AbstractConnection = await aio_pika.connect(
-            url, timeout=CONNECT_TIMEOUT_SECONDS, **options
-        )
-    return connection
+        return await connect_first_node(url, attempt_timeout=CONNECT_TIMEOUT_SECONDS, **options)
 
 
 async def connect_amqp_robust(url: str, **options: Any) -> AbstractRobustConnection:
-    """``aio_pika.connect_robust`` with a timeout per attempt, reported like ``connect_amqp``."""
+    """A robust connection to ``AMQP_URL`` that reconnects to the next node when its node is
+    lost, with a timeout per attempt, reported like ``connect_amqp``."""
     with quiet_connect_errors(), _no_answer_as_error():
-        connection: AbstractRobustConnection = await aio_pika.connect_robust(
-            url, timeout=CONNECT_TIMEOUT_SECONDS, **options
-        )
-    return connection
+        return await connect_rotating(url, attempt_timeout=CONNECT_TIMEOUT_SECONDS, **options)
 
 
 @contextlib.contextmanager
@@ -107,7 +104,7 @@ def describe_failure(exc: BaseException, settings: Settings) -> str | None:
 
 
 def describe_amqp_failure(exc: BaseException, settings: Settings) -> str | None:
-    where = _host_port(settings.amqp_url.get_secret_value(), default_port=5672)
+    where = hosts_of(settings.amqp_url.get_secret_value())
     if isinstance(exc, ProbableAuthenticationError | AuthenticationError):
         return (
             f"RabbitMQ at {where} refused the user or password in AMQP_URL (ACCESS_REFUSED); "
