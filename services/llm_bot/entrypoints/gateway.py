@@ -161,10 +161,14 @@ def build_gateway(
         timeout_keep_alive=5,
     )
     server = _Server(config, handle_signals=handle_signals)
+
+    async def listening() -> str | None:
+        return None if server.started else "the API port is not listening yet"
+
     health = HealthServer(
         host=settings.http_host,
         port=settings.http_port,
-        checks={"broker": broker},
+        checks={"broker": broker, "api": listening},
         registry=metrics.registry,
     )
     return Gateway(
