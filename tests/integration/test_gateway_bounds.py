@@ -213,3 +213,42 @@ async def test_a_request_past_its_whole_deadline_is_504_and_closed(
     assert json.loads(error)["error"]["code"] == "timeout"
     assert json.loads(error)["error"]["request_id"].startswith("req_")
     assert 2.0 < waited < 4.5
+
+
+async def test_a_response_still_streaming_at_the_whole_deadline_is_cut_off(
+    make_settings: Callable[..., Settings],
+    fake_model: FakeModelServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A response already started but still being written at the whole-request deadline
+    has its connection closed: the stream ends without ``[DONE]``. The deadline is set
+    below the reply wait here (a 4 s timeout with a grace of -2 s), so that a slowly
+    streamed reply is still running when it passes; in service it catches a client that
+    stopped reading."""
+    monkeypatch.setattr(http_protocol, "RESPONSE_GRACE_SECONDS", -2.0)
+    settings = _settings(make_settings, gateway_timeout_seconds=4)
+    fake_model.set_stream_rate(10)
+    fake_model.script(" ".join(f"w{n}" for n in range(45)))  # about 4.5 s of stream
+    async with bot(settings), running_gateway(settings) as gateway:
+        reader, writer = await asyncio.open_connection("127.0.0.1", gateway.port)
+        request = _request([{"role": "user", "content": "stream slowly"}])
+        body = json.dumps({**request, "stream": True}).encode()
+        writer.write(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+            + f"Authorization: Bearer {TENANT_KEYS['tenant_a']}\r\n".encode()
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        await writer.drain()
+        sent = time.monotonic()
+        received = b""
+        with contextlib.suppress(ConnectionError):
+            while chunk := await asyncio.wait_for(reader.read(65536), 6):
+                received += chunk
+        waited = time.monotonic() - sent
+        writer.close()
+    assert received.startswith(b"HTTP/1.1 200")
+    assert b'"content": "w0' in received  # the stream had started
+    assert b"[DONE]" not in received
+    assert b'"code": "timeout"' not in received  # cut by the deadline, not the reply wait
+    assert 1.5 < waited < 3.5
