@@ -3,12 +3,14 @@ tenant may name, parsed from configuration and checked without a network."""
 
 from __future__ import annotations
 
+import io
 import time
 from typing import Any
 
 import jwt
 import pytest
 
+from llm_bot.cli import main
 from llm_bot.config import ConfigurationError, load_settings
 from llm_bot.gateway.api_keys import ApiKeys, key_digest
 from llm_bot.gateway.caller import Caller
@@ -119,3 +121,14 @@ def test_tenant_personas_restrict_listed_tenants_only() -> None:
             TenantPersonas.parse(text)
     with pytest.raises(ConfigurationError, match="LLM_BOT_GATEWAY_TENANT_PERSONAS"):
         load_settings(gateway_tenant_personas="shop_1")
+
+
+def test_hash_key_prints_a_user_bound_entry(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``llm-bot gateway hash-key --user`` prints the ``tenant/user=sha256:...`` entry."""
+    monkeypatch.setattr("sys.stdin", io.StringIO("sk-widget-key\n"))
+    assert main(["gateway", "hash-key", "--tenant", "shop_1", "--user", "alice"]) == 0
+    entry = capsys.readouterr().out.strip()
+    assert ApiKeys.parse(entry).caller_for("sk-widget-key") == Caller("shop_1", "alice")
+    assert main(["gateway", "hash-key", "--tenant", "shop_1", "--user", "bad user"]) == 2
