@@ -152,7 +152,9 @@ class CandidateMemory(_Wire):
     long_term_items: int = Field(ge=0)
     context_tokens: int = Field(ge=0, description="Estimated tokens of the assembled context.")
     recalled_items: int = Field(
-        0, ge=0, description="Items retrieval recalled into the prompt ([MEMORY:RECALLED])."
+        0,
+        ge=0,
+        description="Items retrieval recalled into the prompt (the memory message's `recalled`).",
     )
     shortened: bool = Field(
         False, description="The current message was shortened to fit the input budget."
