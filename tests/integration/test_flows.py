@@ -27,7 +27,7 @@ from llm_bot.memory.working import ConversationKey
 from llm_bot.service.handler import Delivery
 from llm_bot.service.outcomes import Replied
 from tests.support.events import conversation_event, encode, message_event, new_id
-from tests.support.gateway import gateway_keys, running_gateway, sdk_client
+from tests.support.gateway import gateway_settings, running_gateway, sdk_client
 from tests.support.harness import (
     TEST_KEY_PREFIX,
     Integrator,
@@ -378,12 +378,7 @@ async def test_a_flow_through_the_openai_compatible_gateway(
 ) -> None:
     """A voice platform's custom-LLM hook runs the questionnaire: each streamed reply is
     the next question, and the result is published as for any flow."""
-    settings = make_settings(
-        personas_path=str(personas_file),
-        gateway_keys=gateway_keys(),
-        gateway_port=0,
-        gateway_host="127.0.0.1",
-    )
+    settings = gateway_settings(make_settings, personas_path=str(personas_file))
     user, conversation = new_id("u"), new_id("c")
     async with bot(settings) as (_, client), running_gateway(settings) as gateway:
         sdk = sdk_client(gateway)
