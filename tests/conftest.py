@@ -12,6 +12,8 @@ import redis
 from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
 from tests.support.harness import TEST_KEY_PREFIX, settings_for_test
+from tests.support.rabbit_cluster import RabbitClusterNodes
+from tests.support.rabbit_cluster import rabbit_cluster as rabbit_cluster_nodes
 from tests.support.redis_cluster import RedisClusterNodes
 from tests.support.redis_cluster import redis_cluster as redis_cluster_nodes
 from tests.support.services import DEFAULT_AMQP_URL, DEFAULT_REDIS_URL, ServiceUrls, real_services
@@ -48,6 +50,16 @@ def redis_cluster() -> Iterator[RedisClusterNodes]:
     """A 3-master, 3-replica Redis Cluster of this session's own (built on first use)."""
     try:
         with redis_cluster_nodes() as nodes:
+            yield nodes
+    except RuntimeError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def rabbit_cluster() -> Iterator[RabbitClusterNodes]:
+    """A 3-node RabbitMQ cluster of this session's own (built on first use)."""
+    try:
+        with rabbit_cluster_nodes() as nodes:
             yield nodes
     except RuntimeError as exc:
         pytest.fail(str(exc), pytrace=False)
