@@ -6,6 +6,7 @@ fence or end their JSON string."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import AsyncIterator
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from llm_bot.bootstrap import Worker
 from llm_bot.fake_model import FakeModelServer, RecordedRequest
 from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
 from llm_bot.memory.memory_message import MEMORY_FENCE_CLOSE, MEMORY_FENCE_OPEN, read_memory
@@ -64,6 +66,14 @@ def test_the_data_file_holds_the_classic_attacks() -> None:
         assert family in text
     assert any(re.search("[\u0e00-\u0e7f]", s) for s in strings)
     assert any(any(is_invisible(c) for c in s) for s in strings)
+
+
+async def bundled(worker: Worker, user: str, facts: int, within: float = 30) -> None:
+    """Wait until the user's long-term bundle holds ``facts`` facts (the finalizing job may
+    still be writing when the conversation's working memory is already gone)."""
+    async with asyncio.timeout(within):
+        while len((await worker.ltm.bundle("tinj", user)).facts) < facts:
+            await asyncio.sleep(0.05)
 
 
 def transcript(strings: list[str]) -> list[dict[str, Any]]:
@@ -119,7 +129,7 @@ async def test_injection_strings_reach_a_later_prompt_only_as_quoted_data(
         retry_base_seconds=0.05,
     )
     users = [new_id("u") for _ in batches]
-    async with bot(settings) as (service, client), running_worker(settings):
+    async with bot(settings) as (service, client), running_worker(settings) as worker:
         for user, batch in zip(users, batches, strict=True):
             key = ConversationKey("tinj", user, new_id("c"))
             await client.publish(transcript_event(key, transcript(batch)))
@@ -132,6 +142,7 @@ async def test_injection_strings_reach_a_later_prompt_only_as_quoted_data(
             )
             await client.publish(end)
             await finalized(service, client, key)
+            await bundled(worker, user, len(batch))
         prompts = []
         for user in users:
             later = message_event(
