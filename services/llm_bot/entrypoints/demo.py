@@ -84,7 +84,7 @@ def demo_responder(request: RecordedRequest) -> Reply:
         return f"(fake model) The order lookup says: {messages[-1].get('content')}"
     if request.body.get("tools"):
         return ToolCalls.of(("lookup_order", json.dumps({"order": "3921"})))
-    users = [m for m in messages if m.get("role") == "user"]
+    users = [m for m in request.window() if m.get("role") == "user"]
     if not users:
         return f"(fake model) I received: {request.prompt_text()[-160:]!r}"
     earlier = [str(m.get("content", "")) for m in users[:-1]]
