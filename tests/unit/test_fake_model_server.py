@@ -17,6 +17,7 @@ from openai.types.responses import ResponseInputParam
 
 from llm_bot.fake_model import DEFAULT_MODEL, FakeModelServer, Fault, RecordedRequest
 from llm_bot.fake_model.streaming import text_pieces
+from llm_bot.memory.memory_message import memory_message, quote_json
 
 MODEL = "gpt-test"
 
@@ -344,3 +345,23 @@ async def test_cut_fault_drops_the_stream_after_n_pieces(
     assert pieces == ["one", " two"]
     assert not isinstance(broken.value, AssertionError)
     assert await _chat(client, "still serving") == "echo: still serving"
+
+
+def test_the_memory_message_is_read_as_memory_never_as_what_the_user_said() -> None:
+    """``memory()`` parses the memory message; ``window()`` and ``last_user_text()`` (what
+    the default responder echoes) leave it out, even when it is the only user message."""
+    memory = memory_message(quote_json({"facts": ["Likes tea."]}))
+    system = {"role": "system", "content": "Be brief."}
+    said = {"role": "user", "content": "hello"}
+
+    def request(*messages: Any) -> RecordedRequest:
+        body = {"model": DEFAULT_MODEL, "messages": list(messages)}
+        return RecordedRequest("/v1/chat/completions", body, {}, 0.0)
+
+    full = request(system, memory, said)
+    assert full.memory() == {"facts": ["Likes tea."]}
+    assert full.window() == [said]
+    assert full.last_user_text() == "hello"
+    alone = request(system, memory)
+    assert alone.last_user_text() == ""
+    assert request(system, said).memory() is None
