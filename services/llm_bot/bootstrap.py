@@ -31,6 +31,7 @@ from llm_bot.adapters.redis_memory import RedisMemoryStore
 from llm_bot.adapters.redis_progress import RedisMemoryProgress
 from llm_bot.adapters.redis_recall_index import RedisRecallIndex
 from llm_bot.adapters.redis_schedules import RedisConversationSchedule
+from llm_bot.adapters.redis_token_ledger import RedisTokenLedger
 from llm_bot.config import ConfigurationError, Settings
 from llm_bot.entrypoints.consumer import EventConsumer
 from llm_bot.entrypoints.fair_dispatch import Fairness
@@ -54,8 +55,10 @@ from llm_bot.service.personas import PersonaCatalog, load_personas
 from llm_bot.service.retention_sweep import RetentionSweep
 from llm_bot.service.retriever import RetrievalSettings, Retriever
 from llm_bot.service.retry import RetryPolicy
+from llm_bot.service.token_spending import TenantTokenGuard
 from llm_bot.service.tool_catalog import load_tool_catalog
 from llm_bot.service.tool_timeouts import ToolTimeouts
+from llm_bot.telemetry.budget_metrics import BudgetMetrics
 from llm_bot.telemetry.metrics import Metrics
 from llm_bot.telemetry.tracing import TRACER_NAME, build_tracer_provider
 
@@ -195,9 +198,27 @@ def rate_limiter(settings: Settings, metrics: Metrics) -> ModelRateLimiter:
     )
 
 
-def embedder(settings: Settings, limiter: ModelRateLimiter) -> Embedder | None:
+def token_guard(
+    settings: Settings, client: RedisClient, metrics: BudgetMetrics
+) -> TenantTokenGuard | None:
+    """The tenants' token budgets (``LLM_BOT_TENANT_TOKEN_BUDGETS``); None when unset."""
+    budgets = settings.token_budgets()
+    if not budgets:
+        return None
+    return TenantTokenGuard(
+        budgets=budgets,
+        ledger=RedisTokenLedger(client=client, keys=RedisKeys(prefix=settings.redis_key_prefix)),
+        metrics=metrics,
+        clock=utc_now,
+    )
+
+
+def embedder(
+    settings: Settings, limiter: ModelRateLimiter, spending: TenantTokenGuard | None = None
+) -> Embedder | None:
     """The configured embedding model (``LLM_BOT_EMBEDDINGS``); None when retrieval is off.
-    ``limiter``: the process's model rate limiter (used by an OpenAI-compatible endpoint)."""
+    ``limiter``: the process's model rate limiter (used by an OpenAI-compatible endpoint);
+    ``spending``: the token budgets its usage counts against."""
     if settings.embeddings == "off":
         return None
     if settings.embeddings == "openai":
@@ -209,6 +230,7 @@ def embedder(settings: Settings, limiter: ModelRateLimiter) -> Embedder | None:
             model=settings.embedding_model or DEFAULT_OPENAI_EMBEDDING_MODEL,
             dimensions=settings.embedding_dimensions,
             limiter=limiter,
+            spending=spending,
         )
     from llm_bot.adapters.local_embedder import local_embedder  # noqa: PLC0415  # heavy import
 
@@ -246,6 +268,8 @@ class Foundation:
     redis: RedisClient
     embedder: Embedder | None
     index: RecallIndex
+    spending: TenantTokenGuard | None = None
+    """The tenants' token budgets; None when none are configured."""
 
     async def close(self) -> None:
         await self.model_client.close()
@@ -290,6 +314,8 @@ def build_foundation(
     metrics = Metrics(registry=registry or CollectorRegistry())
     limiter = rate_limiter(settings, metrics)
     client = model_client(settings)
+    redis = redis_client(settings)
+    spending = token_guard(settings, redis, metrics.budgets)
     gen_ai_provider = settings.provider_name or provider_name(settings.openai_base_url)
     model = OpenAIChatModel(
         client=client,
@@ -301,8 +327,8 @@ def build_foundation(
         send_cache_key=settings.prompt_cache_key == "on"
         or (settings.prompt_cache_key == "auto" and takes_prompt_cache_key(gen_ai_provider)),
         limiter=limiter,
+        spending=spending,
     )
-    redis = redis_client(settings)
     return Foundation(
         settings=settings,
         tracer_provider=provider,
@@ -311,8 +337,9 @@ def build_foundation(
         model_client=client,
         model=model,
         redis=redis,
-        embedder=embedder(settings, limiter),
+        embedder=embedder(settings, limiter, spending),
         index=recall_index(settings, redis),
+        spending=spending,
     )
 
 

@@ -23,6 +23,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from llm_bot.amqp_url import parse_amqp_url
 from llm_bot.memory.context import ContextBudget, default_context_budget
 from llm_bot.redis_url import parse_redis_url
+from llm_bot.token_budgets import TenantTokenBudgets
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
 
@@ -101,6 +102,7 @@ class Settings(BaseSettings):
         None, ge=1, le=65535, validation_alias=_env("LLM_BOT_TENANT_MAX_IN_FLIGHT")
     )
     tenant_weights: str = Field("", validation_alias=_env("LLM_BOT_TENANT_WEIGHTS"))
+    tenant_token_budgets: str = Field("", validation_alias=_env("LLM_BOT_TENANT_TOKEN_BUDGETS"))
     max_attempts: int = Field(5, ge=1, le=100, validation_alias=_env("LLM_BOT_MAX_ATTEMPTS"))
     max_body_bytes: int = Field(262144, ge=1024, validation_alias=_env("LLM_BOT_MAX_BODY_BYTES"))
     retry_base_seconds: float = Field(
@@ -301,6 +303,12 @@ class Settings(BaseSettings):
         parse_tenant_weights(value)
         return value
 
+    @field_validator("tenant_token_budgets")
+    @classmethod
+    def _tenant_token_budgets(cls, value: str) -> str:
+        TenantTokenBudgets.parse(value)
+        return value
+
     @field_validator("dedupe_ttl_seconds")
     @classmethod
     def _dedupe_within_trace(cls, value: int, info: ValidationInfo) -> int:
@@ -349,6 +357,10 @@ class Settings(BaseSettings):
 
     def tenant_weight_map(self) -> dict[str, float]:
         return parse_tenant_weights(self.tenant_weights)
+
+    def token_budgets(self) -> TenantTokenBudgets:
+        """``LLM_BOT_TENANT_TOKEN_BUDGETS``, parsed (``token_budgets.py``)."""
+        return TenantTokenBudgets.parse(self.tenant_token_budgets)
 
 
 def parse_tenant_weights(text: str) -> dict[str, float]:

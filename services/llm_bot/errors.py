@@ -47,6 +47,20 @@ class ModelUnavailable(RetryableError):
     code = "model_error"
 
 
+class BudgetExceeded(PermanentError):
+    """The tenant spent its token budget for the day or the month
+    (``LLM_BOT_TENANT_TOKEN_BUDGETS``): no model call until the period ends. An event
+    refused for it is answered with ErrorV1 and acked, never dead-lettered (a replay
+    would only be refused again, or spend a budget meant for new requests)."""
+
+    code = "budget_exceeded"
+
+    def __init__(self, tenant_id: str, period: str) -> None:
+        super().__init__(f"tenant {tenant_id} spent its token budget for the {period}")
+        self.tenant_id = tenant_id
+        self.period = period
+
+
 class ModelTimeout(RetryableError):
     """The model did not answer within ``OPENAI_TIMEOUT_MS``."""
 

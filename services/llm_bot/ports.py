@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
@@ -32,6 +33,7 @@ from llm_bot.memory.working import (
 
 if TYPE_CHECKING:  # the contract imports config, which imports ports (for PromptMessage)
     from llm_bot.contract import CandidateDeltaV1, CandidateV1, ErrorV1
+    from llm_bot.token_budgets import Period
 
 PromptMessage = dict[str, Any]
 """A Chat Completions message (``{"role": ..., "content": ...}``)."""
@@ -286,4 +288,26 @@ class LongTermStore(Protocol):
         events: Iterable[NotableEvent] = (),
     ) -> int:
         """Upsert by id, apply retention, rebuild the bundle; refused if erased meanwhile."""
+        ...
+
+
+class TokenLedger(Protocol):
+    """Tokens each tenant spent per UTC day and month (``LLM_BOT_TENANT_TOKEN_BUDGETS``);
+    storage failures are ``MemoryUnavailable``."""
+
+    async def add(self, tenant_id: str, tokens: int, at: datetime) -> dict[Period, int]:
+        """Add a call's tokens; the new totals of the day and the month ``at`` is in."""
+        ...
+
+    async def spent(self, tenant_id: str, at: datetime) -> dict[Period, int]: ...
+
+
+class ModelSpending(Protocol):
+    """What a model adapter asks around each call of a tenant's: may it call (raises
+    ``BudgetExceeded`` when not), and what the call spent."""
+
+    async def before_call(self) -> None: ...
+
+    async def after_call(self, tokens: int) -> None:
+        """Never raises: the call was made, its reply must not be lost."""
         ...

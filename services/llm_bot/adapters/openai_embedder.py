@@ -11,7 +11,7 @@ from openai import AsyncOpenAI
 
 from llm_bot.adapters.model_rate_limit import ModelRateLimiter
 from llm_bot.errors import EmbeddingUnavailable, ModelRejected
-from llm_bot.ports import EmbeddingPurpose, Matrix
+from llm_bot.ports import EmbeddingPurpose, Matrix, ModelSpending
 
 BATCH = 256
 """Inputs per request (OpenAI accepts up to 2,048)."""
@@ -29,9 +29,14 @@ class OpenAIEmbedder:
         model: str,
         dimensions: int | None,
         limiter: ModelRateLimiter,
+        spending: ModelSpending | None = None,
     ) -> None:
-        """``limiter``: the process's model rate limiter (a 429 pauses chat calls too)."""
+        """``limiter``: the process's model rate limiter (a 429 pauses chat calls too).
+        ``spending``: told each batch's usage, counted against the tenant's token budget
+        (never refused: a query or an index entry without its embedding helps nobody, and
+        the tenant's next model call is refused anyway)."""
         self._limiter = limiter
+        self._spending = spending
         self._client = client
         self._model = model
         self._dimensions = dimensions
@@ -70,6 +75,8 @@ class OpenAIEmbedder:
             raise EmbeddingUnavailable(str(exc)) from exc
         except (openai.APIError, ValueError) as exc:
             raise EmbeddingUnavailable(f"embeddings request failed: {type(exc).__name__}") from exc
+        if self._spending is not None and reply.usage is not None:
+            await self._spending.after_call(reply.usage.total_tokens)
         ordered = sorted(reply.data, key=lambda item: item.index)
         matrix = np.asarray([item.embedding for item in ordered], dtype=np.float32)
         if matrix.shape[0] != len(texts):

@@ -33,7 +33,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from llm_bot.adapters.model_rate_limit import ModelRateLimiter
 from llm_bot.errors import ModelRejected, ModelTimeout, ModelUnavailable
 from llm_bot.memory.messages import ToolCall
-from llm_bot.ports import DeltaSink, ModelReply, PromptMessage, ToolSpec
+from llm_bot.ports import DeltaSink, ModelReply, ModelSpending, PromptMessage, ToolSpec
 from llm_bot.telemetry.metrics import Metrics
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
@@ -101,9 +101,11 @@ class OpenAIChatModel:
         provider_name: str = "openai",
         send_cache_key: bool = True,
         limiter: ModelRateLimiter | None = None,
+        spending: ModelSpending | None = None,
     ) -> None:
         """``limiter``: the process's (shared with its embedder and other models); a
-        private one with the default wait budget when None."""
+        private one with the default wait budget when None. ``spending``: the tenants'
+        token budgets, asked before each call and told its usage after (None: no budgets)."""
         self._limiter = limiter or ModelRateLimiter(
             max_wait_seconds=DEFAULT_RATE_LIMIT_WAIT_SECONDS, metrics=metrics
         )
@@ -114,6 +116,7 @@ class OpenAIChatModel:
         self._metrics = metrics
         self._provider = provider_name
         self._send_cache_key = send_cache_key
+        self._spending = spending
         url = urlsplit(str(client.base_url))
         self._server = (url.hostname or "", url.port or (443 if url.scheme == "https" else 80))
         self._others: dict[str, OpenAIChatModel] = {}
@@ -131,6 +134,7 @@ class OpenAIChatModel:
                 provider_name=self._provider,
                 send_cache_key=self._send_cache_key,
                 limiter=self._limiter,
+                spending=self._spending,
             )
             self._others[model] = other
         return other
@@ -189,6 +193,8 @@ class OpenAIChatModel:
             attributes["llmbot.tools.offered"] = len(tools)
         if on_delta is not None:
             attributes["gen_ai.request.stream"] = True
+        if self._spending is not None:  # BudgetExceeded: the tenant's budget is spent
+            await self._spending.before_call()
         started = time.perf_counter()
         with self._tracer.start_as_current_span(
             f"chat {self._model}",
@@ -216,6 +222,8 @@ class OpenAIChatModel:
                 output_tokens=reply.output_tokens,
                 cached_input_tokens=reply.cached_input_tokens,
             )
+            if self._spending is not None:
+                await self._spending.after_call(reply.input_tokens + reply.output_tokens)
             return reply
 
     async def _call(

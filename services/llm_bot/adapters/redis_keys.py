@@ -177,6 +177,15 @@ class RedisKeys:
             ),
         )
 
+    def token_spend(self, tenant_id: str, period_id: str) -> str:
+        """Tokens a tenant's model calls spent in one period (``period_id``: the UTC day
+        ``YYYYMMDD`` or month ``YYYYMM``), a counter. Each its own hash tag, so a cluster
+        spreads tenants and periods; outside users' scopes (no tenant or user pattern
+        matches it: ``|`` never occurs in it)."""
+        if not period_id.isdigit() or len(period_id) not in (6, 8):
+            raise ValueError("period_id is not YYYYMMDD or YYYYMM")
+        return f"{self.prefix}:{{tokens:{_checked(tenant_id, 'tenant_id')}:{period_id}}}:spent"
+
     def activity(self) -> ScheduleKeys:
         """Sorted sets of conversations by last activity (member
         ``tenant|user|conversation``), swept by the memory worker to finalize idle

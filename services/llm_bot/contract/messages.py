@@ -30,7 +30,9 @@ MetadataValue = Annotated[str, StringConstraints(max_length=1024)] | int | float
 EventType = Literal[
     "message", "transcript", "conversation.end", "memory.forget", "tool.call", "tool.result"
 ]
-ErrorCode = Literal["invalid_event", "model_error", "memory_unavailable", "timeout", "internal"]
+ErrorCode = Literal[
+    "invalid_event", "model_error", "memory_unavailable", "timeout", "internal", "budget_exceeded"
+]
 
 
 class _Wire(BaseModel):

@@ -52,7 +52,7 @@ from llm_bot.service.broker_actions import (
     broker_actions,
 )
 from llm_bot.service.handler import Delivery, DeliveryHandler
-from llm_bot.service.outcomes import DeadLetter, EventIds, Outcome
+from llm_bot.service.outcomes import DeadLetter, EventIds, Outcome, Refused
 from llm_bot.service.parsing import readable_ids
 from llm_bot.service.retry import RetryPolicy
 from llm_bot.telemetry.metrics import Metrics
@@ -449,7 +449,7 @@ def _reply_address(message: HeldMessage) -> str | None:
 
 def _ids_of(outcome: Outcome) -> EventIds | None:
     """The ids of the event behind an outcome, when it carries them."""
-    if isinstance(outcome, DeadLetter):
+    if isinstance(outcome, DeadLetter | Refused):
         return outcome.ids
     candidate = getattr(outcome, "candidate", None)
     if candidate is None:

@@ -23,6 +23,8 @@ from prometheus_client import CollectorRegistry
 
 from llm_bot import __version__
 from llm_bot.adapters.rabbit_topology import Topology
+from llm_bot.adapters.redis_connection import RedisClient
+from llm_bot.bootstrap import redis_client, token_guard
 from llm_bot.config import ConfigurationError, Settings
 from llm_bot.entrypoints.http_server import HealthServer
 from llm_bot.gateway import http_protocol
@@ -31,7 +33,9 @@ from llm_bot.gateway.app import GatewaySettings, create_app
 from llm_bot.gateway.bus import GatewayBus
 from llm_bot.gateway.credentials import Credentials
 from llm_bot.gateway.tenant_personas import TenantPersonas
+from llm_bot.gateway.token_quota import TokenQuota
 from llm_bot.gateway.user_tokens import UserTokens
+from llm_bot.telemetry.budget_metrics import BudgetMetrics
 from llm_bot.telemetry.gateway_metrics import GatewayMetrics
 from llm_bot.telemetry.tracing import TRACER_NAME, build_tracer_provider
 
@@ -65,6 +69,8 @@ class Gateway:
     health: HealthServer
     tracer_provider: TracerProvider
     metrics: GatewayMetrics
+    redis: RedisClient | None = None
+    """For the tenants' token budgets only (None without budgets)."""
 
     @property
     def port(self) -> int:
@@ -112,6 +118,8 @@ class Gateway:
 
     async def close(self) -> None:
         await self.bus.close()
+        if self.redis is not None:
+            await self.redis.aclose()
         await self.health.stop()
         self.tracer_provider.force_flush()
 
@@ -132,6 +140,13 @@ def build_gateway(
     async def broker() -> str | None:
         return bus.readiness()
 
+    redis = redis_client(settings) if settings.token_budgets() else None
+    guard = (
+        token_guard(settings, redis, BudgetMetrics(registry=metrics.registry))
+        if redis is not None
+        else None
+    )
+
     app = create_app(
         bus=bus,
         settings=GatewaySettings(
@@ -140,6 +155,7 @@ def build_gateway(
             model_ids=tuple(m.strip() for m in settings.gateway_models.split(",") if m.strip()),
             max_body_bytes=settings.max_body_bytes,
             personas=TenantPersonas.parse(settings.gateway_tenant_personas),
+            quota=TokenQuota(guard=guard) if guard is not None else None,
         ),
         metrics=metrics,
         tracer=provider.get_tracer(TRACER_NAME, __version__),
@@ -178,6 +194,7 @@ def build_gateway(
         health=health,
         tracer_provider=provider,
         metrics=metrics,
+        redis=redis,
     )
 
 

@@ -53,6 +53,7 @@ from llm_bot.gateway.openai_wire import (
 from llm_bot.gateway.request_body import json_body
 from llm_bot.gateway.sse_stream import ClosingStream, ReplyStream, next_reply
 from llm_bot.gateway.tenant_personas import TenantPersonas
+from llm_bot.gateway.token_quota import TokenQuota
 from llm_bot.telemetry.gateway_metrics import GatewayMetrics
 from llm_bot.telemetry.tracing import inject_context
 
@@ -68,6 +69,8 @@ class GatewaySettings:
     """The service's ``LLM_BOT_MAX_BODY_BYTES``: a larger request is refused with 413
     before anything is published (the consumer would refuse what it became)."""
     personas: TenantPersonas = field(default_factory=TenantPersonas)
+    quota: TokenQuota | None = None
+    """Tenants' token budgets: a spent one is 429 before publishing (None: no budgets)."""
 
 
 def create_app(
@@ -136,6 +139,8 @@ class _Completions:
             chat = parse_request(body, headers, bound_user=caller.user)
             stream = chat.stream
             _check_persona(chat, caller.tenant, self._settings.personas)
+            if self._settings.quota is not None:
+                await self._settings.quota.check(caller.tenant)
             event = _event(chat, caller.tenant, headers)
             span.set_attribute("llmbot.event_id", event.id)
             return await self._answer(chat, event, span, started, request_id)

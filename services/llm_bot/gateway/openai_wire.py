@@ -80,10 +80,24 @@ class WireError(Exception):
         reason (it is about the request), otherwise the code's stable text."""
         if error.code == "invalid_event":
             return cls(400, error.message, code=error.code)
+        if error.code == "budget_exceeded":
+            return insufficient_quota()
         code = error.code if error.code in PUBLIC_MESSAGES else "internal"
         return cls(
             ERROR_STATUS.get(code, 500), PUBLIC_MESSAGES[code], code=code, detail=error.message
         )
+
+
+def insufficient_quota() -> WireError:
+    """429 for a tenant whose token budget is spent (``LLM_BOT_TENANT_TOKEN_BUDGETS``), in
+    OpenAI's shape for a spent quota: retrying before the next UTC day or month is futile."""
+    return WireError(
+        429,
+        "You exceeded your current quota: this account's token budget is spent until the "
+        "next UTC day or month",
+        code="insufficient_quota",
+        kind="insufficient_quota",
+    )
 
 
 class _Message(BaseModel):

@@ -16,6 +16,7 @@ from llm_bot.service.outcomes import (
     Duplicate,
     Outcome,
     Recorded,
+    Refused,
     Replied,
     Skipped,
 )
@@ -70,6 +71,10 @@ def broker_actions(outcome: Outcome) -> list[BrokerAction]:
         if error is not None:
             actions.append(PublishError(error))
         actions.append(CopyToDeadLetters(outcome.code, outcome.message, outcome.attempts))
+    elif isinstance(outcome, Refused):
+        refusal = outcome.error_event()
+        if refusal is not None:  # never dead-lettered: see Refused
+            actions.append(PublishError(refusal))
     elif isinstance(outcome, Recorded | Skipped):
         pass
     else:

@@ -38,12 +38,14 @@ from llm_bot.service.outcomes import (
     EventIds,
     Outcome,
     Recorded,
+    Refused,
     Replied,
     Skipped,
     outcome_for_error,
 )
 from llm_bot.service.parsing import parse_event, readable_ids
 from llm_bot.service.retry import Exhausted, RetryPolicy, with_retries
+from llm_bot.service.token_spending import charged_to
 from llm_bot.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
@@ -143,8 +145,13 @@ class EventHandler:
         except LlmBotError as exc:
             log.warning("flow.finish_failed", error=str(exc), error_type=type(exc).__name__)
 
-    def _terminal(self, exc: Exception, ids: EventIds | None, *, attempts: int) -> DeadLetter:
+    def _terminal(
+        self, exc: Exception, ids: EventIds | None, *, attempts: int
+    ) -> DeadLetter | Refused:
         outcome = outcome_for_error(exc, ids=ids, attempts=attempts)
+        if isinstance(outcome, Refused):  # the tenant's token budget is spent: no DLQ
+            log.info("event.refused", code="budget_exceeded", error=outcome.message)
+            return outcome
         log.warning(
             "event.failed",
             code=outcome.code,
@@ -160,12 +167,13 @@ class EventHandler:
     ) -> Outcome:
         key = ConversationKey(event.tenant_id, event.user_id, event.conversation_id)
         async with self._locks.hold(key):
-            result = await with_retries(
-                lambda: self._dispatch(event, delivery),
-                policy=self._retry,
-                attempt=attempt,
-                on_retry=self._on_retry,
-            )
+            with charged_to(event.tenant_id):  # every model call below is the tenant's
+                result = await with_retries(
+                    lambda: self._dispatch(event, delivery),
+                    policy=self._retry,
+                    attempt=attempt,
+                    on_retry=self._on_retry,
+                )
         if isinstance(result, Exhausted):
             return self._terminal(result.error, ids, attempts=result.attempts)
         return result

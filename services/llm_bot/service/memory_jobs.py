@@ -4,6 +4,12 @@ A ``turn`` job classifies the new user messages and compacts what left the windo
 what token pressure pushes out); a ``finalize`` job compacts everything left and removes
 the working memory. Jobs are idempotent (a done-marker per job id, and all work keyed by
 the conversation's progress in Redis) and retried like events.
+
+The job's model calls are its tenant's (token budgets). A tenant over its budget has its
+job deferred: acked (outcome ``refused``), never dead-lettered, not marked done. The
+classifier falls back to its keyword rules (no model call); the turns not compacted stay
+pending in the raw trace, so nothing the user said is lost, and the conversation's next
+job (its next turn, or its finalization once it is idle again) compacts them.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import structlog
 from pydantic import ValidationError
 
 from llm_bot.contract import MemoryJobV1
-from llm_bot.errors import ErasedMeanwhile, InvalidEvent, RetryableError
+from llm_bot.errors import BudgetExceeded, ErasedMeanwhile, InvalidEvent, RetryableError
 from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import MemoryProgress
 from llm_bot.service.classifier import MessageClassifier
@@ -25,6 +31,7 @@ from llm_bot.service.handler import Delivery, first_attempt
 from llm_bot.service.indexer import Indexer
 from llm_bot.service.outcomes import Duplicate, Outcome, Recorded, Skipped, outcome_for_error
 from llm_bot.service.retry import Exhausted, RetryPolicy, with_retries
+from llm_bot.service.token_spending import charged_to
 from llm_bot.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
@@ -69,12 +76,16 @@ class MemoryJobHandler:
             conversation_id=job.conversation_id,
         )
         try:
-            result = await with_retries(
-                lambda: self._run(job),
-                policy=self._retry,
-                attempt=attempt,
-                on_retry=self._on_retry,
-            )
+            with charged_to(job.tenant_id):  # every model call below is the tenant's
+                result = await with_retries(
+                    lambda: self._run(job),
+                    policy=self._retry,
+                    attempt=attempt,
+                    on_retry=self._on_retry,
+                )
+        except BudgetExceeded as exc:
+            log.info("memory_job.deferred", reason=exc.code, period=exc.period)
+            return outcome_for_error(exc, ids=None, attempts=attempt)
         except Exception as exc:  # noqa: BLE001  # the one place job errors become outcomes
             log.warning("memory_job.failed", error=str(exc), error_type=type(exc).__name__)
             return outcome_for_error(exc, ids=None, attempts=attempt)

@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from llm_bot.contract import CandidateV1, ErrorCode, ErrorV1, FlowResultV1, MemoryJobV1
-from llm_bot.errors import LlmBotError
+from llm_bot.errors import BudgetExceeded, LlmBotError
 
-OutcomeName = Literal["ok", "skip", "duplicate", "retried", "dead_lettered"]
+OutcomeName = Literal["ok", "skip", "duplicate", "retried", "dead_lettered", "refused"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,36 @@ class Duplicate:
     name: OutcomeName = "duplicate"
 
 
+def error_event(code: ErrorCode, message: str, attempts: int, ids: EventIds) -> ErrorV1:
+    return ErrorV1(
+        event_id=ids.event_id,
+        tenant_id=ids.tenant_id,
+        user_id=ids.user_id,
+        conversation_id=ids.conversation_id,
+        code=code,
+        message=message[:1024],
+        attempts=attempts,
+        created_at=datetime.now(UTC),
+    )
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The tenant is over its token budget: publish ErrorV1 ``budget_exceeded`` (when ids
+    are known) and ack, without a dead letter: a replay later would only spend the budget
+    of a new period on an old request."""
+
+    message: str
+    attempts: int
+    ids: EventIds | None
+    name: OutcomeName = "refused"
+
+    def error_event(self) -> ErrorV1 | None:
+        if self.ids is None:
+            return None
+        return error_event("budget_exceeded", self.message, self.attempts, self.ids)
+
+
 @dataclass(frozen=True)
 class DeadLetter:
     """Terminal failure: publish ErrorV1 (when ids are known), dead-letter, ack."""
@@ -76,27 +106,22 @@ class DeadLetter:
     def error_event(self) -> ErrorV1 | None:
         if self.ids is None:
             return None
-        return ErrorV1(
-            event_id=self.ids.event_id,
-            tenant_id=self.ids.tenant_id,
-            user_id=self.ids.user_id,
-            conversation_id=self.ids.conversation_id,
-            code=self.code,
-            message=self.message[:1024],
-            attempts=self.attempts,
-            created_at=datetime.now(UTC),
-        )
+        return error_event(self.code, self.message, self.attempts, self.ids)
 
 
-Outcome = Replied | Recorded | Skipped | Duplicate | DeadLetter
+Outcome = Replied | Recorded | Skipped | Duplicate | DeadLetter | Refused
 
 
-def outcome_for_error(error: Exception, *, ids: EventIds | None, attempts: int) -> DeadLetter:
+def outcome_for_error(
+    error: Exception, *, ids: EventIds | None, attempts: int
+) -> DeadLetter | Refused:
     """Map a failure to its terminal outcome with a stable code and a safe message.
 
-    Unexpected exceptions become ``internal`` with only their type name: their text may
-    hold content or secrets.
+    A spent token budget is refused (ErrorV1, no dead letter). Unexpected exceptions
+    become ``internal`` with only their type name: their text may hold content or secrets.
     """
+    if isinstance(error, BudgetExceeded):
+        return Refused(message=str(error), attempts=attempts, ids=ids)
     if isinstance(error, LlmBotError):
         return DeadLetter(code=error.code, message=str(error), attempts=attempts, ids=ids)
     return DeadLetter(

@@ -9,10 +9,11 @@ import time
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from llm_bot import __version__
+from llm_bot.telemetry.budget_metrics import BudgetMetrics
 
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120)
 WINDOW_BUCKETS = (0, 1, 2, 4, 6, 8, 12, 16, 24, 32, 64)
-OUTCOMES = ("ok", "skip", "duplicate", "retried", "dead_lettered")
+OUTCOMES = ("ok", "skip", "duplicate", "retried", "dead_lettered", "refused")
 ERROR_CODES = ("invalid_event", "model_error", "memory_unavailable", "timeout", "internal")
 
 
@@ -216,6 +217,7 @@ class Metrics:
             "scale on.",
             registry=registry,
         )
+        self.budgets = BudgetMetrics(registry=registry)
         self.build_info = Gauge(
             "llmbot_build_info",
             "Build information (value 1).",
