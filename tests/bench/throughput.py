@@ -50,6 +50,10 @@ profile (see the "profile" section below).
 prints events/s, CPU and redis-py round trips per event of each (keys on the cluster go
 with its nodes).
 
+``--rabbit-cluster R`` runs (b) alone 2R times, alternating the RabbitMQ at AMQP_URL and
+a 3-node RabbitMQ cluster the bench starts on free ports (AMQP_URL listing its nodes),
+embeddings off, and prints events/s and CPU per event of each.
+
 ``--fairness-ab R`` runs (b) alone 2R times, alternating ``LLM_BOT_FAIR_DISPATCH`` off and
 on (off first), embeddings off, and prints the CPU per event of each and the median
 difference: what fair dispatch (hand-off to Redis, takes and completions) adds to the
@@ -89,6 +93,7 @@ from redis.asyncio.connection import AbstractConnection
 
 from llm_bot.adapters.rabbit_topology import Topology, declare_topology
 from llm_bot.config import Settings
+from llm_bot.entrypoints.startup import connect_amqp_robust
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.logs import configure_logging
 from tests.bench.floor import Floor, measure_floor
@@ -101,6 +106,7 @@ from tests.support.harness import (
     integrator,
     settings_for_test,
 )
+from tests.support.rabbit_cluster import rabbit_cluster
 from tests.support.redis_cluster import redis_cluster
 from tests.support.services import DEFAULT_AMQP_URL, DEFAULT_REDIS_URL, ServiceUrls
 
@@ -359,7 +365,7 @@ class PipelineRun:
 async def prefilled(settings: Settings, bodies: Sequence[tuple[str, bytes]]) -> AsyncIterator[None]:
     """Declare the service's topology and fill its ingress queue (deleted on exit), so
     consuming starts with the whole backlog waiting."""
-    connection = await aio_pika.connect_robust(settings.amqp_url.get_secret_value())
+    connection = await connect_amqp_robust(settings.amqp_url.get_secret_value())
     try:
         channel = await connection.channel()
         declared = await declare_topology(channel, Topology.from_settings(settings))
@@ -951,6 +957,37 @@ async def redis_cluster_ab(urls: ServiceUrls, args: argparse.Namespace) -> None:
         print(f"Redis {name}, medians: {_cluster_row(medians)}")
 
 
+async def rabbit_cluster_ab(urls: ServiceUrls, args: argparse.Namespace) -> None:
+    """(b) on the single RabbitMQ at ``AMQP_URL`` and on a 3-node RabbitMQ cluster of this
+    bench's own (``tests/support/rabbit_cluster.py``; ``AMQP_URL`` lists its nodes),
+    alternating: events/s and CPU per event of each."""
+    figures: dict[str, list[tuple[float, float]]] = {"single": [], "cluster": []}
+    with rabbit_cluster() as nodes:
+        targets = {"single": urls, "cluster": replace(urls, amqp_url=nodes.url)}
+        for round_ in range(args.rabbit_cluster):
+            for name, target in targets.items():
+                step(f"(b) round {round_ + 1}, RabbitMQ {name}")
+                result = await pipeline(
+                    target,
+                    events=args.events,
+                    conversations=args.conversations,
+                    latency=0.0,
+                    prefetch=args.prefetch,
+                    count_redis=False,
+                    fake_in_process=args.fake_in_process,
+                    embeddings="off",  # the reply path: the embedding's CPU would hide it
+                )
+                row = (result.rate.per_second, result.rate.cpu_per_event * 1000)
+                figures[name].append(row)
+                print(
+                    f"    {row[0]:.1f} events/s, {row[1]:.2f} ms CPU/event "
+                    f"{'; '.join(result.problems)}"
+                )
+    for name, rows in figures.items():
+        rate, cpu = (statistics.median(column) for column in zip(*rows, strict=True))
+        print(f"RabbitMQ {name}, medians: {rate:.1f} events/s, {cpu:.2f} ms CPU/event")
+
+
 def _cluster_row(row: tuple[float, ...]) -> str:
     rate, cpu, trips, commands, sent = row
     return (
@@ -970,6 +1007,9 @@ async def run(args: argparse.Namespace) -> None:
             return
         if args.redis_cluster:
             await redis_cluster_ab(urls, args)
+            return
+        if args.rabbit_cluster:
+            await rabbit_cluster_ab(urls, args)
             return
         if args.only_b:
             step(f"(b) pipeline only, instant model, {args.events} events")
@@ -1234,6 +1274,13 @@ def main() -> None:
         default=0,
         metavar="ROUNDS",
         help="only (b), ROUNDS times on the single Redis then on a Redis Cluster of its own",
+    )
+    parser.add_argument(
+        "--rabbit-cluster",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="only (b), ROUNDS times on the single RabbitMQ then on a 3-node cluster of its own",
     )
     args = parser.parse_args()
     if args.summarize:

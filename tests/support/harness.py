@@ -23,7 +23,7 @@ from aio_pika.abc import (
 from llm_bot.adapters.rabbit_topology import Topology
 from llm_bot.bootstrap import Service, Worker, build_service, build_worker
 from llm_bot.config import Settings, load_settings
-from llm_bot.entrypoints.startup import check_redis
+from llm_bot.entrypoints.startup import check_redis, connect_amqp_robust
 from tests.support.events import encode
 from tests.support.services import ServiceUrls
 
@@ -184,8 +184,9 @@ async def _collect(queue: asyncio.Queue[Received], message: AbstractIncomingMess
 
 @asynccontextmanager
 async def integrator(settings: Settings, *, durable: bool = False) -> AsyncIterator[Integrator]:
-    """Capture queues are exclusive by default; ``durable`` ones survive a broker restart."""
-    connection = await aio_pika.connect_robust(settings.amqp_url.get_secret_value())
+    """Capture queues are exclusive by default; ``durable`` ones survive a broker restart.
+    ``AMQP_URL`` may list a cluster's nodes: the integrator connects as the service does."""
+    connection = await connect_amqp_robust(settings.amqp_url.get_secret_value())
     captured: list[str] = []
     try:
         channel = await connection.channel()
