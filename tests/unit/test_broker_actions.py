@@ -12,7 +12,15 @@ from llm_bot.service.broker_actions import (
     PublishJob,
     broker_actions,
 )
-from llm_bot.service.outcomes import DeadLetter, Duplicate, EventIds, Recorded, Replied, Skipped
+from llm_bot.service.outcomes import (
+    DeadLetter,
+    Duplicate,
+    EventIds,
+    Recorded,
+    Refused,
+    Replied,
+    Skipped,
+)
 from tests.unit.test_contract import make_candidate
 
 IDS = EventIds("evt_1", "t", "u", "c")
@@ -65,3 +73,14 @@ def test_a_dead_letter_publishes_the_error_event_before_the_copy() -> None:
 def test_a_dead_letter_without_readable_ids_is_only_copied() -> None:
     outcome = DeadLetter("invalid_event", "invalid JSON", attempts=1, ids=None)
     assert broker_actions(outcome) == [CopyToDeadLetters("invalid_event", "invalid JSON", 1)]
+
+
+def test_a_refusal_publishes_its_error_event_and_is_never_dead_lettered() -> None:
+    """A spent token budget: ErrorV1 budget_exceeded, no copy to the DLQ (a replay later
+    would spend a new period's budget on an old request)."""
+    actions = broker_actions(Refused("tenant t spent its token budget", attempts=1, ids=IDS))
+    assert [type(a) for a in actions] == [PublishError]
+    error = actions[0]
+    assert isinstance(error, PublishError)
+    assert (error.error.event_id, error.error.code) == ("evt_1", "budget_exceeded")
+    assert broker_actions(Refused("spent", attempts=1, ids=None)) == []

@@ -220,6 +220,12 @@ def test_a_service_error_reaches_the_client_as_its_codes_stable_text() -> None:
         failed.model_copy(update={"code": "invalid_event", "message": "metadata.persona: x"})
     )
     assert (invalid.status, invalid.message) == (400, "metadata.persona: x")
+    refused = WireError.from_error_event(
+        failed.model_copy(update={"code": "budget_exceeded", "message": "tenant t spent"})
+    )
+    assert refused.status == 429
+    assert refused.body()["error"]["type"] == "insufficient_quota"
+    assert refused.body()["error"]["code"] == "insufficient_quota"
 
 
 def test_a_user_bound_caller_cannot_name_another_user() -> None:

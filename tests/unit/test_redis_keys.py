@@ -155,3 +155,20 @@ def test_value_error_does_not_echo_the_id() -> None:
         KEYS.user_scope("evil}*", "u")
 
     assert "evil" not in str(caught.value)
+
+
+def test_token_spend_keys_have_a_hash_tag_per_tenant_and_period() -> None:
+    """Budget counters: one key per tenant and period, each its own cluster slot, never
+    matched by a tenant's or a user's SCAN pattern."""
+    keys = RedisKeys(prefix="llmbot")
+    day = keys.token_spend("shop_1", "20261125")
+    assert day == "llmbot:{tokens:shop_1:20261125}:spent"
+    month = keys.token_spend("shop_1", "202611")
+    other = keys.token_spend("shop_2", "20261125")
+    tags = {name[name.index("{") : name.index("}") + 1] for name in (day, month, other)}
+    assert len(tags) == 3
+    assert not fnmatchcase(day, keys.tenant_pattern("tokens"))
+    with pytest.raises(ValueError, match="tenant_id"):
+        keys.token_spend("shop}1", "20261125")
+    with pytest.raises(ValueError, match="period_id"):
+        keys.token_spend("shop_1", "2026-11")
