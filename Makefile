@@ -12,16 +12,24 @@ help: ## list the targets
 	@grep -hE '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | sort | \
 		awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml constraints.txt
-	@echo "make: creating $(VENV) and installing llm-bot with its dev tools (once; about a minute)"
+LOCK := requirements.lock
+RUNTIME_LOCK := requirements-runtime.lock
+PIP_COMPILE = $(BIN)/pip-compile --quiet --generate-hashes --allow-unsafe --all-build-deps \
+	--strip-extras --no-emit-index-url --no-emit-find-links -c constraints.txt
+
+# Every package, the build backend included, comes from the hashed lock (--require-hashes):
+# a file that is not the one locked is refused. llm-bot itself is then installed without
+# dependencies or build isolation (nothing more is downloaded).
+$(STAMP): pyproject.toml $(LOCK)
+	@echo "make: creating $(VENV) and installing llm-bot with its dev tools from $(LOCK) (once; about a minute)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet --progress-bar off -c constraints.txt -e '.[dev]'
+	$(BIN)/pip install --quiet --progress-bar off --require-hashes --no-deps -r $(LOCK)
+	$(BIN)/pip install --quiet --progress-bar off --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 	@echo "make: installed $(BIN)/llm-bot (not on PATH: run it as $(BIN)/llm-bot, or source $(BIN)/activate)"
 
 .PHONY: install
-install: $(STAMP) ## create .venv and install llm-bot with its dev tools (pinned by constraints.txt)
+install: $(STAMP) ## create .venv and install llm-bot with its dev tools from the hashed lock (requirements.lock)
 
 .PHONY: run
 run: $(STAMP) ## run the consumer (needs RabbitMQ, Redis and OPENAI_API_KEY or OPENAI_BASE_URL)
@@ -88,9 +96,13 @@ schemas: $(STAMP) ## regenerate the JSON Schemas in schemas/ from the pydantic m
 	$(BIN)/llm-bot schemas
 
 .PHONY: lock
-lock: $(STAMP) ## refresh constraints.txt from the current environment
-	{ echo '# Known-good versions for CI and dev (pip install -c constraints.txt). Regenerate with `make lock`.'; \
-	  $(BIN)/pip freeze --exclude-editable | grep -v '^llm-bot'; } > constraints.txt
+lock: $(STAMP) ## regenerate the hashed locks from pyproject.toml and the versions pinned in constraints.txt
+	$(PIP_COMPILE) --extra dev -o $(LOCK) pyproject.toml
+	$(PIP_COMPILE) --extra qdrant -o $(RUNTIME_LOCK) pyproject.toml
+
+.PHONY: audit
+audit: $(STAMP) ## pip-audit the locked packages against the PyPI advisory database (needs its network)
+	$(BIN)/pip-audit --require-hashes --disable-pip --no-deps -r $(LOCK)
 
 .PHONY: clean
 clean: ## remove the virtualenv and caches

@@ -88,7 +88,7 @@ def load_model() -> tuple[onnxruntime.InferenceSession, Tokenizer]:
         if not path.is_file() or _sha256(path) != expected:
             raise ConfigurationError(
                 f"invalid configuration: LLM_BOT_EMBEDDINGS: {path} is missing or not the "
-                "pinned file; reinstall llm-bot (pip install -c constraints.txt .)"
+                "pinned file; reinstall llm-bot (make install, from the hashed lock)"
             )
     tokenizer = Tokenizer.from_file(str(vocabulary))
     tokenizer.enable_truncation(max_length=MAX_TOKENS)
