@@ -98,6 +98,7 @@ class RedisSchedule:
             return sum(cast("list[int]", await pipe.execute()))
 
 
+@redis_failures_retryable
 class RedisConversationSchedule:
     """Schedules, finds and drops conversations in one schedule (tool rounds, flows)."""
 
