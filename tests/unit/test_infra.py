@@ -459,6 +459,7 @@ def test_alert_rules_have_severity_summary_description_and_runbook() -> None:
         "LlmBotDlqGrowing",
         "LlmBotStalled",
         "LlmBotHighDwellP99",
+        "LlmBotTenantBudgetNearlySpent",
     }
     for rule in rules:
         assert rule["labels"]["severity"] in {"warning", "critical"}
