@@ -19,12 +19,14 @@ PIP_COMPILE = $(BIN)/pip-compile --quiet --generate-hashes --allow-unsafe --all-
 
 # Every package, the build backend included, comes from the hashed lock (--require-hashes):
 # a file that is not the one locked is refused. llm-bot itself is then installed without
-# dependencies or build isolation (nothing more is downloaded).
+# dependencies or build isolation (nothing more is downloaded); pip check fails the install
+# when the lock is missing something pyproject.toml asks for (run make lock).
 $(STAMP): pyproject.toml $(LOCK)
 	@echo "make: creating $(VENV) and installing llm-bot with its dev tools from $(LOCK) (once; about a minute)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --progress-bar off --require-hashes --no-deps -r $(LOCK)
 	$(BIN)/pip install --quiet --progress-bar off --no-deps --no-build-isolation -e .
+	$(BIN)/pip check
 	touch $(STAMP)
 	@echo "make: installed $(BIN)/llm-bot (not on PATH: run it as $(BIN)/llm-bot, or source $(BIN)/activate)"
 
