@@ -14,7 +14,8 @@ conversations. The big user's first search loads the whole index (page by page, 
 background once the search's time budget is spent; not timed, ``--load-wait``). Then
 ``--seconds`` of the others alone (the baseline, same run), then ``--seconds`` more while
 one entry of the big user is removed and that user sends a message every 2 s (each a
-resync of the copy in memory: a tombstone, not a reload).
+resync of the copy in memory: a tombstone, not a reload). ``--during questions`` or
+``removals`` keeps only one of the two, to tell the search's cost from the resync's.
 
 Printed: the other tenants' p50/p99 publish → candidate before and during; the big user's
 retrieval outcomes (``timeout`` while the index loads in the background, then
@@ -178,7 +179,11 @@ async def main_async(args: argparse.Namespace) -> int:
 
             async def resyncs() -> None:
                 for n in range(int(args.seconds // 2)):
-                    await index.remove(big_tenant, big_user, [_entry(n).id])
+                    if args.during != "questions":
+                        await index.remove(big_tenant, big_user, [_entry(n).id])
+                    if args.during == "removals":
+                        await asyncio.sleep(2)
+                        continue
                     await client.publish(
                         message_event(
                             tenant=big_tenant,
@@ -233,6 +238,14 @@ def main() -> None:
         "--question",
         default="what did we say about topic42?",
         help="the big user's message (its words in a few entries; 'garden?' is in all)",
+    )
+    parser.add_argument(
+        "--during",
+        choices=("both", "questions", "removals"),
+        default="both",
+        help="what the big user does during: a removal and a question (each a resync), or "
+        "only questions (no resync: what a search of the big index costs others), or only "
+        "removals (no search)",
     )
     parser.add_argument(
         "--load-wait", type=float, default=8.0, help="s for the first full load to finish"
