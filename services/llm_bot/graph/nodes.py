@@ -7,6 +7,7 @@ in the node that knows the route costs LangGraph no separate branch step per eve
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -41,6 +42,7 @@ from llm_bot.memory.working import (
 )
 from llm_bot.ports import ModelReply, ToolSpec
 from llm_bot.service.flow_runner import FlowStart, FlowTurn
+from llm_bot.service.personas import Persona
 from llm_bot.service.retriever import Retrieval
 
 log = structlog.get_logger(__name__)
@@ -167,19 +169,12 @@ async def recall(state: GraphState, runtime: Runtime[GraphContext]) -> Command[s
         query.cancel()
     searching = searching and persona.retrieval
     loaded = recalled.memory.messages
-    step = _tool_step(
-        state["route"],
-        event,
-        recalled,
-        ctx.max_tool_rounds,
-        persona.tools.for_message(event.tools),
-    )
+    step, added = turn_start(ctx, state["route"], event, recalled, persona)
     if step.route == "tool_duplicate":
         log.info(
             "tool.duplicate_result", tool_call_id=event.tool.tool_call_id if event.tool else ""
         )
         return Command(update={"route": "tool_duplicate", "recalled": recalled}, goto=END)
-    added = [*step.closing, *_numbered(event, recalled)]
     update: Update = {
         "route": step.route,
         "recalled": recalled,
@@ -198,11 +193,11 @@ async def recall(state: GraphState, runtime: Runtime[GraphContext]) -> Command[s
     if replying and not searching:
         ctx.metrics.retrieval_searches.labels("off").inc()
     elif ctx.retriever is not None and searching:
-        # What the window and the bundle already show is not recalled again.
-        window = reduce_window(loaded, added, ctx.bounds).messages
-        shown = {m.id for m in window} | recalled.bundle.item_ids()
         update["retrieval"] = await ctx.retriever.retrieve(
-            query, event.key, exclude=shown, topic=recalled.memory.topic
+            query,
+            event.key,
+            exclude=already_shown(ctx, recalled, added),
+            topic=recalled.memory.topic,
         )
     if step.route == "continue":
         ctx.metrics.tool_rounds.labels("completed").inc()
@@ -211,6 +206,26 @@ async def recall(state: GraphState, runtime: Runtime[GraphContext]) -> Command[s
     if step.route in ROUTES_WITHOUT_MODEL:
         return Command(update=update, goto="remember")
     return Command(update=update, goto="flow" if step.route == "flow" else "call_model")
+
+
+def turn_start(
+    ctx: GraphContext, route: Route, event: ChatEvent, recalled: Recalled, persona: Persona
+) -> tuple[ToolStep, list[ChatMessage]]:
+    """The event's step in the tool round and the messages it adds to the window (the
+    closing "no result" messages first). ``recall`` and the inspector's dry run use it."""
+    step = _tool_step(
+        route, event, recalled, ctx.max_tool_rounds, persona.tools.for_message(event.tools)
+    )
+    if step.route == "tool_duplicate":
+        return step, []
+    return step, [*step.closing, *_numbered(event, recalled)]
+
+
+def already_shown(ctx: GraphContext, recalled: Recalled, added: Sequence[ChatMessage]) -> set[str]:
+    """Ids of what the window (with ``added``) and the long-term bundle already show: not
+    recalled again."""
+    window = reduce_window(recalled.memory.messages, added, ctx.bounds).messages
+    return {m.id for m in window} | recalled.bundle.item_ids()
 
 
 async def _duplicate(
@@ -325,16 +340,7 @@ async def call_model(state: GraphState, runtime: Runtime[GraphContext]) -> Updat
     recalled = state["recalled"]
     retrieval = state.get("retrieval")
     persona = state["persona"]
-    context = assemble_context(
-        system_prompt=persona.system_prompt,
-        bundle=recalled.bundle,
-        summary=recalled.memory.summary,
-        window=state["messages"],
-        budget=ctx.budget,
-        counter=ctx.counter,
-        recalled=retrieval.records if retrieval is not None else (),
-        carried=_last_selection(recalled),
-    )
+    context = prompt_context(ctx, persona, recalled, state["messages"], retrieval)
     if context.over_budget:
         log.error("context.over_budget", tokens=context.tokens, budget=context.budget)
     elif context.dropped["window_turns"] or context.shortened:
@@ -369,6 +375,26 @@ async def call_model(state: GraphState, runtime: Runtime[GraphContext]) -> Updat
         window_messages=len(state["messages"]),
     )
     return {"context": context, "reply": reply}
+
+
+def prompt_context(
+    ctx: GraphContext,
+    persona: Persona,
+    recalled: Recalled,
+    window: Sequence[ChatMessage],
+    retrieval: Retrieval | None,
+) -> AssembledContext:
+    """The prompt ``call_model`` sends (and the inspector's dry run shows)."""
+    return assemble_context(
+        system_prompt=persona.system_prompt,
+        bundle=recalled.bundle,
+        summary=recalled.memory.summary,
+        window=window,
+        budget=ctx.budget,
+        counter=ctx.counter,
+        recalled=retrieval.records if retrieval is not None else (),
+        carried=_last_selection(recalled),
+    )
 
 
 def _reply_stream(event: ChatEvent, ctx: GraphContext) -> ReplyStream | None:
