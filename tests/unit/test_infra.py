@@ -238,16 +238,29 @@ def test_definitions_exchanges_and_bindings_match_the_topology() -> None:
     }
 
 
-def test_definitions_dlq_policy_changes_no_declared_argument() -> None:
-    """The policy bounds both DLQs without dropping (reject-publish) and touches nothing else."""
+def test_definitions_policies_bound_every_queue_without_dropping_and_declare_nothing() -> None:
+    """One policy bounds both DLQs (and expires dead letters after 14 days), another the
+    ingress and memory queues; both refuse new messages when full (reject-publish: the
+    publisher sees a nack) instead of dropping old ones; each queue gets exactly one."""
     topology = Topology()
-    (policy,) = _definitions()["policies"]
-    for name in (topology.dlq, topology.memory_dlq):
-        assert re.fullmatch(policy["pattern"], name)
-    for name in (topology.ingress_queue, topology.memory_queue):
-        assert not re.fullmatch(policy["pattern"], name)
-    assert policy["definition"]["overflow"] == "reject-publish"
-    assert policy["definition"]["max-length"] > 0
+    policies = {policy["name"]: policy for policy in _definitions()["policies"]}
+    assert set(policies) == {"llm-bot-dlq", "llm-bot-work"}
+    bounded = {
+        "llm-bot-dlq": (topology.dlq, topology.memory_dlq),
+        "llm-bot-work": (topology.ingress_queue, topology.memory_queue),
+    }
+    for name, policy in policies.items():
+        for queue in (
+            topology.dlq,
+            topology.memory_dlq,
+            topology.ingress_queue,
+            topology.memory_queue,
+        ):
+            assert bool(re.fullmatch(policy["pattern"], queue)) == (queue in bounded[name])
+        assert policy["definition"]["overflow"] == "reject-publish"
+        assert policy["definition"]["max-length"] > 0
+    assert policies["llm-bot-dlq"]["definition"]["message-ttl"] == 14 * 24 * 3600 * 1000
+    assert policies["llm-bot-work"]["definition"]["max-length-bytes"] > 0
 
 
 def test_configmap_keys_are_all_real_settings() -> None:

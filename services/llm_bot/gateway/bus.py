@@ -31,6 +31,8 @@ from aio_pika.abc import (
     AbstractRobustChannel,
     AbstractRobustConnection,
 )
+from aiormq.exceptions import DeliveryError
+from pamqp.commands import Basic
 from pydantic import ValidationError
 
 from llm_bot.adapters import amqp_text
@@ -50,6 +52,11 @@ Reply = CandidateDeltaV1 | CandidateV1 | ErrorV1
 
 class BusUnavailable(Exception):
     """The broker cannot take the request, or the connection carrying its reply was lost."""
+
+
+class BusOverloaded(BusUnavailable):
+    """The broker refused the request (a nack): the ingress queue is at the length or
+    size its policy bounds it to (``overflow: reject-publish``)."""
 
 
 class ReplyWait:
@@ -154,6 +161,10 @@ class GatewayBus:
                 mandatory=True,
                 timeout=PUBLISH_TIMEOUT_SECONDS,
             )
+        except DeliveryError as exc:
+            if isinstance(exc.frame, Basic.Nack):  # the ingress queue is at its bound
+                raise BusOverloaded("the ingress queue is full (the broker refused it)") from exc
+            raise BusUnavailable(f"the broker did not take the request: {exc}") from exc
         except Exception as exc:
             raise BusUnavailable(f"the broker did not take the request: {exc}") from exc
 

@@ -8,7 +8,7 @@ import uuid
 import structlog
 from fastapi.responses import JSONResponse
 
-from llm_bot.gateway.bus import BusUnavailable
+from llm_bot.gateway.bus import BusOverloaded, BusUnavailable
 from llm_bot.gateway.openai_wire import WireError
 
 log = structlog.get_logger(__name__)
@@ -22,7 +22,18 @@ def request_id_header(request_id: str) -> dict[str, str]:
     return {"X-Request-Id": request_id}
 
 
+OVERLOADED_RETRY_AFTER_SECONDS = 5
+
+
 def unavailable(exc: BusUnavailable) -> WireError:
+    if isinstance(exc, BusOverloaded):
+        return WireError(
+            503,
+            "the service is overloaded; try again later",
+            code="overloaded",
+            detail=str(exc),
+            retry_after=OVERLOADED_RETRY_AFTER_SECONDS,
+        )
     return WireError(
         503, "the service is unavailable; try again later", code="unavailable", detail=str(exc)
     )
@@ -42,4 +53,6 @@ def error_response(error: WireError, request_id: str) -> JSONResponse:
     headers = request_id_header(request_id)
     if error.status == 401:
         headers["WWW-Authenticate"] = "Bearer"
+    if error.retry_after is not None:
+        headers["Retry-After"] = str(error.retry_after)
     return JSONResponse(error.body(request_id), status_code=error.status, headers=headers)

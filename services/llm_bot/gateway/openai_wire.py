@@ -54,9 +54,12 @@ class WireError(Exception):
         code: str | None = None,
         kind: str | None = None,
         detail: str | None = None,
+        retry_after: int | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
+        self.retry_after = retry_after
+        """Seconds for a ``Retry-After`` header (429, 503), if the client should wait."""
         self.message = message
         self.param = param
         self.code = code
