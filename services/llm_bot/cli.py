@@ -1,5 +1,5 @@
-"""The ``llm-bot`` command line: run, worker, gateway, demo, memory show|forget|reindex,
-dlq list|replay, schemas, fake-model."""
+"""The ``llm-bot`` command line: run, worker, gateway, inspect, demo, memory
+show|why|forget|reindex, dlq list|replay, schemas, fake-model."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import re
 import secrets
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
 from llm_bot.adapters.redis_keys import RedisKeys
@@ -26,6 +27,10 @@ from llm_bot.entrypoints.startup import (
 from llm_bot.entrypoints.worker import run_worker
 from llm_bot.fake_model import run_forever
 from llm_bot.gateway.api_keys import key_digest
+from llm_bot.inspector import serve as inspector_serve
+from llm_bot.inspector.access_keys import key_digest as inspector_key_digest
+from llm_bot.inspector.serve import run_inspector
+from llm_bot.inspector.why import render_why
 from llm_bot.logs import configure_logging
 from llm_bot.memory.working import ConversationKey
 
@@ -55,6 +60,17 @@ def _parser() -> argparse.ArgumentParser:
         "--new", action="store_true", help="make a new random key (printed once) instead"
     )
 
+    inspect = commands.add_parser(
+        "inspect", help="serve the memory inspector in the browser (needs LLM_BOT_INSPECTOR_KEYS)"
+    )
+    inspect_commands = inspect.add_subparsers(dest="inspect_command", metavar="ACTION")
+    inspect_key = inspect_commands.add_parser(
+        "hash-key", help="print the LLM_BOT_INSPECTOR_KEYS entry for a key (read on stdin)"
+    )
+    scope = inspect_key.add_mutually_exclusive_group(required=True)
+    scope.add_argument("--tenant", help="the one tenant the key may inspect")
+    scope.add_argument("--all", action="store_true", help="the key may inspect every tenant")
+
     memory = commands.add_parser("memory", help="inspect or erase memory")
     memory_commands = memory.add_subparsers(dest="memory_command", required=True, metavar="ACTION")
     show = memory_commands.add_parser("show", help="show a conversation's memory")
@@ -63,6 +79,15 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--tenant", required=True)
         sub.add_argument("--user", required=True)
     show.add_argument("--conversation", required=True)
+    why = memory_commands.add_parser(
+        "why", help="dry-run the prompt a message would get (sections, recalled items, scores)"
+    )
+    why.add_argument("--tenant", required=True)
+    why.add_argument("--user", required=True)
+    why.add_argument("--conversation", required=True)
+    why.add_argument("--message", required=True, help="the message, as that user")
+    why.add_argument("--at", help="ISO 8601 date and time of the message (default: now)")
+    why.add_argument("--json", action="store_true", help="print JSON instead of text")
     show.add_argument("--json", action="store_true", help="print JSON instead of text")
     show.add_argument(
         "--query", metavar="TEXT", help="list what TEXT, sent now, would recall (retrieval)"
@@ -153,6 +178,8 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         return _dlq(args, settings)
     elif args.command == "memory":
         return _memory(args, settings)
+    elif args.command == "inspect":
+        asyncio.run(run_inspector(settings))
     return 0
 
 
@@ -168,6 +195,11 @@ def _memory(args: argparse.Namespace, settings: Settings) -> int:
         data = asyncio.run(memory_cli.show_memory(settings, _key(args)))
         text = json.dumps(data, indent=2, ensure_ascii=False) if args.json else None
         print(text or memory_cli.render_memory(data))
+    elif args.memory_command == "why":
+        at = datetime.fromisoformat(args.at) if args.at else datetime.now(UTC)
+        at = at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+        data = asyncio.run(inspector_serve.why(settings, _key(args), args.message, at))
+        print(json.dumps(data, indent=2, ensure_ascii=False) if args.json else render_why(data))
     elif args.memory_command == "reindex":
         if args.user and not args.tenant:
             raise ConfigurationError("memory reindex: --user needs --tenant")
@@ -196,6 +228,8 @@ def _offline_command(args: argparse.Namespace) -> int:
         return 0
     if args.command == "gateway":
         return _hash_key(args)
+    if args.command == "inspect":
+        return _inspector_hash_key(args)
     if args.check:
         stale = stale_schemas(args.dir)
         for name in stale:
@@ -226,10 +260,23 @@ def _hash_key(args: argparse.Namespace) -> int:
     return 0
 
 
+def _inspector_hash_key(args: argparse.Namespace) -> int:
+    if args.tenant is not None and re.fullmatch(ID_PATTERN, args.tenant) is None:
+        print(f"llm-bot: --tenant: {args.tenant!r} is not a valid id", file=sys.stderr)
+        return 2
+    key = sys.stdin.readline().strip()
+    if not key:
+        print("llm-bot: inspect hash-key: give the key on stdin", file=sys.stderr)
+        return 2
+    print(f"{'*' if args.all else args.tenant}={inspector_key_digest(key)}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command in ("schemas", "fake-model") or (
-        args.command == "gateway" and args.gateway_command == "hash-key"
+        args.command in ("gateway", "inspect")
+        and getattr(args, f"{args.command}_command") == "hash-key"
     ):
         return _offline_command(args)
     try:

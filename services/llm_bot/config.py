@@ -207,6 +207,13 @@ class Settings(BaseSettings):
     gateway_models: str = Field(
         "llm-bot", min_length=1, validation_alias=_env("LLM_BOT_GATEWAY_MODELS")
     )
+    inspector_host: str = Field(
+        "127.0.0.1", min_length=1, validation_alias=_env("LLM_BOT_INSPECTOR_HOST")
+    )
+    inspector_port: int = Field(
+        8081, ge=0, le=65535, validation_alias=_env("LLM_BOT_INSPECTOR_PORT")
+    )
+    inspector_keys: str = Field("", validation_alias=_env("LLM_BOT_INSPECTOR_KEYS"))
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         "info", validation_alias=_env("LLM_BOT_LOG_LEVEL")
     )

@@ -1,0 +1,116 @@
+"""The inspector's composition root: the service's own ports and adapters (bootstrap's
+functions), a reply-path ``GraphContext`` for dry runs, and the inspector's own telemetry
+(a private metrics registry: a dry run touches no metric of the reply path)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter
+
+from llm_bot.adapters.redis_keys import RedisKeys
+from llm_bot.adapters.redis_ltm import RedisLongTermStore
+from llm_bot.adapters.redis_memory import RedisMemoryStore
+from llm_bot.bootstrap import (
+    Foundation,
+    build_foundation,
+    long_term_store,
+    memory_store,
+    personas,
+    retriever,
+    utc_now,
+)
+from llm_bot.config import ConfigurationError, Settings
+from llm_bot.graph.state import GraphContext
+from llm_bot.inspector.access_keys import InspectorKeys
+from llm_bot.inspector.sessions import Sessions
+from llm_bot.inspector.tenant_directory import RedisTenantDirectory
+from llm_bot.memory.tokens import default_token_counter
+from llm_bot.memory.window import WindowBounds
+
+
+class InspectorMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.actions = Counter(
+            "llmbot_inspector_actions",
+            "Inspector actions done (forget a conversation or user), by action",
+            ["action"],
+            registry=registry,
+        )
+
+
+@dataclass
+class Inspector:
+    settings: Settings
+    keys: InspectorKeys
+    base: Foundation
+    context: GraphContext
+    store: RedisMemoryStore
+    ltm: RedisLongTermStore
+    directory: RedisTenantDirectory
+    metrics: InspectorMetrics
+    sessions: Sessions = field(default_factory=Sessions)
+
+    async def close(self) -> None:
+        await self.base.close()
+
+
+def inspector_keys(settings: Settings) -> InspectorKeys:
+    """The configured keys; ``ConfigurationError`` (one line) when none or malformed."""
+    try:
+        keys = InspectorKeys.parse(settings.inspector_keys)
+    except ValueError as exc:
+        raise ConfigurationError(f"invalid configuration: LLM_BOT_INSPECTOR_KEYS: {exc}") from exc
+    if not keys:
+        raise ConfigurationError(
+            "the inspector is off: set LLM_BOT_INSPECTOR_KEYS "
+            "(make an entry with: llm-bot inspect hash-key --tenant T < key)"
+        )
+    return keys
+
+
+def build_inspector(
+    settings: Settings,
+    *,
+    keys: InspectorKeys | None = None,
+    registry: CollectorRegistry | None = None,
+) -> Inspector:
+    """``keys``: the configured ones by default (``InspectorKeys()`` for the terminal's
+    ``memory why``, which logs nobody in)."""
+    keys = inspector_keys(settings) if keys is None else keys
+    base = build_foundation(
+        settings,
+        tracer_provider=None,
+        registry=CollectorRegistry(),  # the dry run's retriever counts here, never exported
+    )
+    store = memory_store(settings, base.redis)
+    catalog = personas(settings)
+    context = GraphContext(
+        memory=store,
+        model=base.model,
+        model_name=settings.openai_model,
+        bounds=WindowBounds(settings.memory_max_messages, settings.memory_max_chars),
+        system_prompt=settings.system_prompt,
+        clock=utc_now,
+        tracer=base.tracer,
+        metrics=base.metrics,
+        budget=settings.context_budget(),
+        counter=default_token_counter(),
+        retriever=retriever(base),
+        tools=catalog.default.tools,
+        personas=catalog,
+        max_tool_rounds=settings.max_tool_rounds,
+    )
+    return Inspector(
+        settings=settings,
+        keys=keys,
+        base=base,
+        context=context,
+        store=store,
+        ltm=long_term_store(settings, base.redis),
+        directory=RedisTenantDirectory(
+            client=base.redis, keys=RedisKeys(prefix=settings.redis_key_prefix)
+        ),
+        metrics=InspectorMetrics(registry or CollectorRegistry()),
+    )

@@ -1,0 +1,182 @@
+"""The memory inspector over HTTP (ASGI, no browser): pages and their JSON twins read a user
+seeded through the broker; login cookie flags, CSRF, tenant isolation (404, no oracle),
+XSS payloads rendered as text, and forgetting a conversation through the CLI's code."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from llm_bot.adapters.redis_keys import RedisKeys
+from llm_bot.config import Settings
+from llm_bot.inspector.access_keys import key_digest
+from llm_bot.inspector.app import CSP, create_app
+from llm_bot.inspector.wiring import Inspector
+from tests.support.inspector import (
+    PLANTED,
+    XSS,
+    Seeded,
+    inspector_for,
+    inspector_settings,
+    seed_user,
+)
+from tests.support.services import ServiceUrls
+
+pytestmark = pytest.mark.integration
+
+KEY_ALL, KEY_OTHER = "inspect-all-key", "inspect-other-key"
+
+
+@pytest.fixture
+async def seeded(service_urls: ServiceUrls) -> AsyncIterator[tuple[Settings, Seeded]]:
+    """A user seeded through the broker, with the memory worker's fake model running."""
+    async with inspector_settings(
+        service_urls, f"*={key_digest(KEY_ALL)},tother={key_digest(KEY_OTHER)}"
+    ) as settings:
+        yield settings, await seed_user(settings)
+
+
+async def login(client: httpx.AsyncClient, key: str) -> httpx.Response:
+    return await client.post("/login", data={"key": key})
+
+
+@pytest.fixture
+async def inspector(seeded: tuple[Settings, Seeded]) -> AsyncIterator[Inspector]:
+    async with inspector_for(seeded[0]) as running:
+        yield running
+
+
+def client_for(inspector: Inspector) -> httpx.AsyncClient:
+    transport = httpx.ASGITransport(app=create_app(inspector))
+    return httpx.AsyncClient(transport=transport, base_url="http://inspector.test")
+
+
+async def test_login_cookie_is_httponly_and_samesite_strict(inspector: Inspector) -> None:
+    """A configured key opens a session in an HttpOnly, SameSite=Strict cookie; another key
+    is refused; pages carry a CSP without script."""
+    async with client_for(inspector) as client:
+        assert (await login(client, "not-a-key")).status_code == 401
+        response = await login(client, KEY_ALL)
+        assert response.status_code == 303
+        cookie = response.headers["set-cookie"].lower()
+        assert "httponly" in cookie
+        assert "samesite=strict" in cookie
+        page = await client.get("/")
+        assert page.headers["content-security-policy"] == CSP
+        assert "script-src" not in CSP
+
+
+async def test_pages_and_json_twins_show_the_seeded_user(
+    inspector: Inspector, seeded: tuple[Settings, Seeded]
+) -> None:
+    """The tenant lists the user; the user's JSON holds the planted fact with its source;
+    the conversation shows its window; why recalls the fact with its scores."""
+    _, user = seeded
+    async with client_for(inspector) as client:
+        await login(client, KEY_ALL)
+        tenant = (await client.get(f"/t/{user.tenant_id}", params={"format": "json"})).json()
+        assert [u["user_id"] for u in tenant["users"]] == [user.user_id]
+        base = f"/t/{user.tenant_id}/u/{user.user_id}"
+        data = (await client.get(base, params={"format": "json"})).json()
+        facts = {f["value"]: f for f in data["facts"]}
+        assert PLANTED in facts
+        assert facts[PLANTED]["sources"][0]["conversation_id"] == user.first.conversation_id
+        assert data["index_entries"] > 0
+        html = (await client.get(base)).text
+        assert PLANTED in html
+        why = await client.get(
+            f"{base}/c/{user.second.conversation_id}/why",
+            params={"message": "Where do I live now, Chiang Mai?", "format": "json"},
+        )
+        result = why.json()["result"]
+        assert result["retrieval"] == "searched"
+        planted = [i for i in result["recalled"] if "Chiang Mai" in i["text"]]
+        assert planted
+        assert planted[0]["keyword_score"] > 0
+        assert planted[0]["fused_rank"] >= 1
+        assert {s["name"] for s in result["sections"]} == {
+            "system",
+            "memory",
+            "window",
+            "current turn",
+        }
+
+
+async def test_a_key_for_another_tenant_gets_404_everywhere(
+    inspector: Inspector, seeded: tuple[Settings, Seeded]
+) -> None:
+    """Every URL of the seeded tenant answers 404 to a key for another tenant, exactly as a
+    tenant that does not exist; invalid ids are 404 too."""
+    _, user = seeded
+    base = f"/t/{user.tenant_id}/u/{user.user_id}"
+    conversation = f"{base}/c/{user.first.conversation_id}"
+    async with client_for(inspector) as client:
+        await login(client, KEY_OTHER)
+        for url in (
+            f"/t/{user.tenant_id}",
+            base,
+            conversation,
+            f"{conversation}/why?message=hi",
+            f"{conversation}/forget",
+            f"{base}/forget",
+            "/t/no-such-tenant",
+            "/t/tother/u/bad%7Cid",
+        ):
+            response = await client.get(url)
+            assert response.status_code == 404, url
+        refused = await client.post(f"{conversation}/forget", data={"csrf": "x"})
+        assert refused.status_code == 404
+
+
+async def test_a_post_without_the_csrf_token_is_refused(
+    inspector: Inspector, seeded: tuple[Settings, Seeded]
+) -> None:
+    """Forgetting needs the session's CSRF token; without it nothing is erased. With it,
+    the conversation is gone from the pages and from Redis."""
+    settings, user = seeded
+    conversation = f"/t/{user.tenant_id}/u/{user.user_id}/c/{user.first.conversation_id}"
+    keys = RedisKeys(prefix=settings.redis_key_prefix)
+    async with client_for(inspector) as client:
+        await login(client, KEY_ALL)
+        assert (await client.post(f"{conversation}/forget", data={})).status_code == 403
+        assert (await client.post(f"{conversation}/forget", data={"csrf": "no"})).status_code == 403
+        assert await inspector.base.redis.exists(keys.raw_trace(user.first))
+        confirm = (await client.get(f"{conversation}/forget")).text
+        assert "raw trace" in confirm
+        match = re.search(r'name="csrf" value="([^"]+)"', confirm)
+        assert match is not None
+        done = await client.post(f"{conversation}/forget", data={"csrf": match[1]})
+        assert done.status_code == 200
+        assert not await inspector.base.redis.exists(keys.raw_trace(user.first))
+        assert not await inspector.base.redis.exists(keys.conversation_meta(user.first))
+        tenant = (await client.get(f"/t/{user.tenant_id}", params={"format": "json"})).json()
+        listed = {c["conversation_id"] for c in tenant["conversations"]}
+        assert user.first.conversation_id not in listed
+    assert (
+        inspector.metrics.registry.get_sample_value(
+            "llmbot_inspector_actions_total", {"action": "forget_conversation"}
+        )
+        == 1.0
+    )
+
+
+async def test_xss_payloads_render_as_text(
+    inspector: Inspector, seeded: tuple[Settings, Seeded]
+) -> None:
+    """A message holding <script>, <img onerror>, a javascript: link and a bidi override
+    renders escaped, the override shown as a visible mark."""
+    _, user = seeded
+    conversation = f"/t/{user.tenant_id}/u/{user.user_id}/c/{user.second.conversation_id}"
+    async with client_for(inspector) as client:
+        await login(client, KEY_ALL)
+        html = (await client.get(conversation)).text
+    assert "<script>window" not in html
+    assert "<img src=x" not in html
+    assert '<a href="javascript:' not in html
+    assert "&lt;script&gt;window.pwned=1&lt;/script&gt;" in html
+    assert "\u202e" not in html
+    assert "⟨U+202E⟩gnp.exe" in html
+    assert XSS not in html
