@@ -379,6 +379,7 @@ def retriever_settings(settings: Settings) -> RetrievalSettings:
         min_score=settings.retrieval_min_score,
         topic_similarity=settings.topic_similarity,
         max_items=settings.retrieval_max_items,
+        max_tokens=min(settings.context_budget().input_budget, settings.retrieval_max_tokens),
         timeout_seconds=settings.retrieval_timeout_ms / 1000,
     )
 

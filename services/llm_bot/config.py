@@ -164,8 +164,11 @@ class Settings(BaseSettings):
     topic_similarity: float = Field(
         0.85, ge=0.0, le=1.0, validation_alias=_env("LLM_BOT_TOPIC_SIMILARITY")
     )
-    retrieval_max_items: int = Field(
-        16, ge=1, le=1000, validation_alias=_env("LLM_BOT_RETRIEVAL_MAX_ITEMS")
+    retrieval_max_items: int | None = Field(
+        None, ge=1, le=1000, validation_alias=_env("LLM_BOT_RETRIEVAL_MAX_ITEMS")
+    )
+    retrieval_max_tokens: int = Field(
+        4000, ge=1, validation_alias=_env("LLM_BOT_RETRIEVAL_MAX_TOKENS")
     )
     retrieval_timeout_ms: int = Field(
         50, ge=1, le=60_000, validation_alias=_env("LLM_BOT_RETRIEVAL_TIMEOUT_MS")

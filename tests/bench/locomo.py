@@ -58,9 +58,6 @@ from tests.support.services import DEFAULT_AMQP_URL, DEFAULT_REDIS_URL, ServiceU
 
 TENANT = "locomo"
 COUNTER = TiktokenCounter()
-MAX_ITEMS = 100
-"""``LLM_BOT_RETRIEVAL_MAX_ITEMS`` here: recall is measured at a budget, and retrieval may
-fill it (the service's default, 16, trades recall for tokens on every prompt)."""
 OUTPUT_TOKENS = 256
 MARGIN = 64
 
@@ -131,8 +128,18 @@ def end_event(conversation: Conversation, session_index: int, user: str) -> dict
 
 
 def settings_for(
-    urls: ServiceUrls, base_url: str, suffix: dict[str, Any], budget: int, embeddings: str
+    urls: ServiceUrls,
+    base_url: str,
+    suffix: dict[str, Any],
+    budget: int,
+    embeddings: str,
+    *,
+    max_items: int | None = None,
 ) -> Any:
+    """The service's settings at ``budget``; ``max_items`` caps recalled items
+    (``LLM_BOT_RETRIEVAL_MAX_ITEMS``; None: the service's default)."""
+    if max_items is not None:
+        suffix = {**suffix, "retrieval_max_items": max_items}
     return settings_for_test(
         urls,
         base_url,
@@ -140,7 +147,6 @@ def settings_for(
         max_output_tokens=OUTPUT_TOKENS,
         context_safety_margin=MARGIN,
         embeddings=embeddings,
-        retrieval_max_items=MAX_ITEMS,
         retry_base_seconds=0.05,
         log_level="warning",
         **suffix,
@@ -173,12 +179,13 @@ async def ask(
     user: str,
     budget: int,
     embeddings: str,
+    max_items: int | None = None,
 ) -> Scores:
     """Every question in a new conversation of the user; the prompts scored."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    settings = settings_for(urls, model.base_url, {}, budget, embeddings)
+    settings = settings_for(urls, model.base_url, {}, budget, embeddings, max_items=max_items)
     messages = conversation.messages()
     scores = Scores()
     async with bot(settings, tracer_provider=provider) as (_service, client):
@@ -305,6 +312,7 @@ async def main(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:
                         user=user,
                         budget=budget,
                         embeddings=embeddings,
+                        max_items=args.max_items,
                     )
                     results[(strategy, budget)].append(scores)
                     print(f"  {strategy} @ {budget}: {scores.overall:.3f}", flush=True)
@@ -319,6 +327,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--embeddings", default="local", choices=["local", "openai"])
     parser.add_argument("--only", nargs="*", help="conversation sample ids to run")
     parser.add_argument("--questions", type=int, default=0, help="first N questions only")
+    parser.add_argument(
+        "--max-items",
+        type=int,
+        default=None,
+        help="LLM_BOT_RETRIEVAL_MAX_ITEMS (default: unset, the service's default)",
+    )
     parser.add_argument("--settle-timeout", type=float, default=300.0)
     parser.add_argument("--log-level", default="warning")
     return parser.parse_args()

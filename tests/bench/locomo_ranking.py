@@ -25,6 +25,7 @@ import json
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +34,10 @@ import numpy as np
 from llm_bot.adapters.local_embedder import local_embedder
 from llm_bot.memory.hybrid_search import IndexSnapshot, SearchQuery, Vector, search
 from llm_bot.memory.keyword_terms import keyword_terms
+from llm_bot.memory.memory_block import recalled_line
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.recall_items import IndexEntry, conversation_entries
+from llm_bot.memory.time_expressions import asks_when, periods
 from llm_bot.memory.tokens import TiktokenCounter
 from llm_bot.service.indexer import embed_entries
 from tests.bench.locomo_scoring import CATEGORIES, Conversation, conversations
@@ -42,6 +45,8 @@ from tests.bench.locomo_scoring import CATEGORIES, Conversation, conversations
 FIXED = 300
 """Tokens of every prompt that are not recalled lines (framing, episodes, the question)."""
 MIN_SCORE = 0.45
+ASKED_AT = datetime.now(UTC)
+"""When the questions are asked (as in ``locomo.py``: now; LoCoMo has no question dates)."""
 DEPTHS = (10, 25, 50)
 COUNTER = TiktokenCounter()
 
@@ -67,7 +72,7 @@ def session_entries(conversation: Conversation) -> list[IndexEntry]:
 
 
 def line_tokens(entry: IndexEntry) -> int:
-    return COUNTER.count(f"- ({entry.date[:10]}, {entry.speaker}) {entry.text}")
+    return COUNTER.count(recalled_line(entry.text, entry.date, entry.speaker)) + 2
 
 
 class Tally:
@@ -96,6 +101,8 @@ def score(
     conversation: Conversation,
     questions: Sequence[Vector],
     tally: Tally,
+    *,
+    timed: bool = True,
 ) -> None:
     for question, vector in zip(conversation.questions, questions, strict=True):
         evidence = set(question.evidence)
@@ -104,7 +111,12 @@ def score(
         for depth in DEPTHS:
             tally.dense[depth].append(len(evidence & set(ranked[:depth])) / len(evidence))
         query = SearchQuery(
-            vector=vector, terms=keyword_terms(question.text), limit=100, min_score=MIN_SCORE
+            vector=vector,
+            terms=keyword_terms(question.text),
+            limit=100,
+            min_score=MIN_SCORE,
+            periods=periods(question.text, ASKED_AT) if timed else (),
+            asks_when=timed and asks_when(question.text),
         )
         hits = search(snapshot, query)
         costs = [line_tokens(h.entry) for h in hits]
@@ -121,6 +133,7 @@ def score(
 async def main(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:
     embedder = local_embedder(None)
     with_sentences, own_only = Tally(args.budgets), Tally(args.budgets)
+    untimed = Tally(args.budgets)
     for conversation in conversations(data):
         embedded = await embed_entries(embedder, session_entries(conversation))
         questions = await embedder.embed([q.text for q in conversation.questions], purpose="query")
@@ -128,8 +141,11 @@ async def main(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:
             snapshot = IndexSnapshot()
             snapshot.upsert((entry, vectors[:keep]) for entry, vectors in embedded)
             score(snapshot, conversation, list(questions), tally)
+            if keep is None:
+                score(snapshot, conversation, list(questions), untimed, timed=False)
         print(f"{conversation.name}: {len(embedded)} entries", flush=True)
     with_sentences.report("entries with their sentence embeddings (the service)")
+    untimed.report("baseline: without the time rankings (periods, when-questions)")
     own_only.report("baseline: each entry's own embedding only")
     await embedder.aclose()
 

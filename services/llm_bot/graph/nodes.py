@@ -153,7 +153,9 @@ async def recall(state: GraphState, runtime: Runtime[GraphContext]) -> Command[s
     personas = ctx.persona_catalog
     asked = personas.choose(event.persona) if event.persona is not None else None
     searching = ctx.retriever is not None and replying and (asked is None or asked.retrieval)
-    query = ctx.retriever.prepare(event.text) if ctx.retriever and searching else None
+    query = (
+        ctx.retriever.prepare(event.text, event.created_at) if ctx.retriever and searching else None
+    )
     try:
         recalled = await ctx.memory.load(event.key, event.event_id)
     except BaseException:

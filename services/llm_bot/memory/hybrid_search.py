@@ -41,6 +41,7 @@ import math
 from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import date
 
 import numpy as np
 import numpy.typing as npt
@@ -48,6 +49,7 @@ import numpy.typing as npt
 from llm_bot.memory.keyword_matching import normalise
 from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.recall_items import IndexEntry, SearchHit
+from llm_bot.memory.time_expressions import Period, mentions_time
 
 Vector = npt.NDArray[np.float32]
 
@@ -91,6 +93,10 @@ class SearchQuery:
     exclude: Collection[str] = frozenset()
     limit: int = 50
     min_score: float = 0.45
+    periods: Sequence[Period] = ()
+    """The periods the message names (``time_expressions.periods``)."""
+    asks_when: bool = False
+    """Whether the message asks when something happened."""
 
 
 class IndexSnapshot:
@@ -110,6 +116,10 @@ class IndexSnapshot:
         self._speaker_codes: dict[str, int] = {}
         self._speakers: npt.NDArray[np.int32] = np.zeros(0, dtype=np.int32)
         """Each row's speaker, as its index in ``_speaker_codes``."""
+        self._days: npt.NDArray[np.int32] = np.zeros(0, dtype=np.int32)
+        """Each row's date as a day number (``date.toordinal``; 0: none)."""
+        self._dating: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
+        """Each row: whether its text says when something happened."""
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -153,6 +163,8 @@ class IndexSnapshot:
             self._speakers[row] = self._speaker_codes.setdefault(
                 entry.speaker, len(self._speaker_codes)
             )
+            self._days[row] = day_number(entry.date)
+            self._dating[row] = mentions_time(entry.text)
             self._post(row, entry.terms)
 
     def remove(self, entry_ids: Iterable[str]) -> int:
@@ -174,6 +186,8 @@ class IndexSnapshot:
                 self._rows[moved.id] = row
                 self._matrix[row] = self._matrix[last]
                 self._speakers[row] = self._speakers[last]
+                self._days[row] = self._days[last]
+                self._dating[row] = self._dating[last]
                 self._sentences.move(last, row)
                 self._post(row, moved.terms)
             self._entries.pop()
@@ -191,6 +205,12 @@ class IndexSnapshot:
             speakers = np.zeros(size, dtype=np.int32)
             speakers[: self._filled] = self._speakers[: self._filled]
             self._speakers = speakers
+            days = np.zeros(size, dtype=np.int32)
+            days[: self._filled] = self._days[: self._filled]
+            self._days = days
+            dating = np.zeros(size, dtype=np.bool_)
+            dating[: self._filled] = self._dating[: self._filled]
+            self._dating = dating
         self._filled = max(self._filled, rows)
 
     def _post(self, row: int, terms: Sequence[str]) -> None:
@@ -239,6 +259,19 @@ class IndexSnapshot:
         """By row: whether the entry's speaker is one of ``speakers``."""
         codes = [self._speaker_codes[s] for s in speakers if s in self._speaker_codes]
         return np.isin(self._speakers[: len(self._entries)], codes)
+
+    def dated_within(self, periods: Sequence[Period]) -> npt.NDArray[np.bool_]:
+        """By row: whether the entry's date falls in one of ``periods``."""
+        days = self._days[: len(self._entries)]
+        inside = np.zeros(days.size, dtype=np.bool_)
+        for period in periods:
+            inside |= (days >= period.first.toordinal()) & (days <= period.last.toordinal())
+        return inside
+
+    @property
+    def dating(self) -> npt.NDArray[np.bool_]:
+        """By row: whether the entry's text says when something happened."""
+        return self._dating[: len(self._entries)]
 
     @property
     def speakers(self) -> Collection[str]:
@@ -376,6 +409,56 @@ def speaker_ranking(
     return rank(keyword, restricted, CANDIDATES_PER_RANKING)
 
 
+def day_number(created_at: str) -> int:
+    """The day of an ISO date or timestamp as ``date.toordinal`` (its own UTC offset's day);
+    0 when it is not one."""
+    try:
+        return date.fromisoformat(created_at[:10]).toordinal()
+    except ValueError:
+        return 0
+
+
+def restricted_ranking(
+    scores: Vector, keep: npt.NDArray[np.bool_], inside: npt.NDArray[np.bool_]
+) -> list[int] | None:
+    """The ranking by ``scores`` of the rows ``keep`` and ``inside``; None when it would not
+    differ from the ranking of all the ``keep`` rows (none of them inside, or all)."""
+    restricted = keep & inside
+    found = int(np.count_nonzero(restricted))
+    if found == 0 or found == int(np.count_nonzero(keep)):
+        return None
+    return rank(scores, restricted, CANDIDATES_PER_RANKING)
+
+
+def time_rankings(
+    query: SearchQuery,
+    dense: Vector,
+    keyword: Vector,
+    allowed: npt.NDArray[np.bool_],
+    snapshot: IndexSnapshot,
+) -> list[list[int]]:
+    """The rankings a message's time adds (fielded search, the date being the field):
+
+    - it names periods ("in May 2022", "last week"): the entries dated within them,
+      ranked by cosine (by BM25 without an embedding), whatever the dense minimum: the
+      message that answers "what did she do last week?" rarely says "last week";
+    - it asks when: the entries whose text says when (``mentions_time``: "yesterday",
+      "last Friday", a date) among those its keywords match, by BM25: the message that
+      dates an event, besides the date it was written on."""
+    rankings: list[list[int]] = []
+    if query.periods:
+        scores = dense if query.vector is not None else keyword
+        keep = allowed if query.vector is not None else allowed & (keyword > 0)
+        within = restricted_ranking(scores, keep, snapshot.dated_within(query.periods))
+        if within is not None:
+            rankings.append(within)
+    if query.asks_when:
+        dating = restricted_ranking(keyword, allowed & (keyword > 0), snapshot.dating)
+        if dating is not None:
+            rankings.append(dating)
+    return rankings
+
+
 def rank(scores: Vector, keep: npt.NDArray[np.bool_], depth: int) -> list[int]:
     """Rows with ``keep`` set, best score first (ties: lower row first), at most ``depth``."""
     rows = np.flatnonzero(keep)
@@ -485,6 +568,7 @@ def search(snapshot: IndexSnapshot, query: SearchQuery) -> list[SearchHit]:
         by_speaker = speaker_ranking(keyword, allowed, snapshot.spoken_by(named))
         if by_speaker is not None:
             rankings.append(by_speaker)
+    rankings += time_rankings(query, dense, keyword, allowed, snapshot)
     found = np.where(dense >= query.min_score, dense, 0)  # as a vector engine reports it
     return collapse(
         (

@@ -16,7 +16,7 @@ The document has only the sections that have content, in this order, one item pe
     "2025-07-30: (COMPLAINT) The kettle arrived broken."
     ],
     "recalled": [
-    "(2023-05-08, Caroline) I went to the LGBTQ support group yesterday."
+    "(2023-05-08 Mon, Caroline) I went to the LGBTQ support group yesterday."
     ]
     }
 
@@ -44,6 +44,7 @@ Everything here is pure and deterministic: identical input renders byte-identica
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -52,6 +53,8 @@ from llm_bot.memory.long_term import LongTermBundle
 from llm_bot.memory.memory_message import quote_json
 from llm_bot.memory.stored_text import sanitize
 from llm_bot.memory.topic import RecalledRecord
+
+WEEKDAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 
 ItemKind = Literal["profile", "facts", "episodes", "events", "recalled"]
 MemoryDocument = dict[str, list[str] | str]
@@ -135,10 +138,8 @@ def collect_items(
         )
     found: list[tuple[tuple[bool, str, int, int, str], MemoryItem]] = []
     for record in recalled:
-        text = sanitize(record.text)
-        if text:
-            label = ", ".join(filter(None, (_date(record.date), sanitize(record.speaker))))
-            line = f"({label}) {text}" if label else text
+        line = recalled_line(record.text, record.date, record.speaker)
+        if line:
             item = MemoryItem(next(uids), "recalled", line, record.score, record.date, record.id)
             new = record.id not in carried
             found.append(((new, record.date, record.turn, record.seq, record.id), item))
@@ -184,6 +185,25 @@ def _date(created_at: str) -> str:
     return sanitize(created_at)[:10]
 
 
+def _date_and_weekday(created_at: str) -> str:
+    day = _date(created_at)
+    try:
+        return f"{day} {WEEKDAY_NAMES[datetime.date.fromisoformat(day).weekday()]}"
+    except ValueError:
+        return day
+
+
+def recalled_line(text: str, date: str, speaker: str) -> str:
+    """A recalled item as the prompt shows it: ``(<date> <weekday>, <speaker>) <text>``,
+    sanitised ("" when the text is blank). The weekday lets the model resolve what the
+    text says relative to its day ("last Friday", "yesterday")."""
+    shown = sanitize(text)
+    if not shown:
+        return ""
+    label = ", ".join(filter(None, (_date_and_weekday(date), sanitize(speaker))))
+    return f"({label}) {shown}" if label else shown
+
+
 __all__ = [
     "ItemKind",
     "MemoryDocument",
@@ -191,6 +211,7 @@ __all__ = [
     "MemoryItems",
     "collect_items",
     "memory_document",
+    "recalled_line",
     "render_items",
     "render_memory_block",
     "sanitize",

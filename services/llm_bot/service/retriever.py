@@ -16,6 +16,7 @@ import asyncio
 import time
 from collections.abc import Collection
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Literal
 
 import numpy as np
@@ -26,7 +27,10 @@ from llm_bot.errors import LlmBotError
 from llm_bot.memory.hybrid_search import SearchQuery, Vector
 from llm_bot.memory.keyword_matching import is_filler
 from llm_bot.memory.keyword_terms import keyword_terms
+from llm_bot.memory.recall_budget import CANDIDATE_LIMIT, within_tokens
 from llm_bot.memory.recall_items import SearchHit
+from llm_bot.memory.time_expressions import asks_when, periods
+from llm_bot.memory.tokens import TokenCounter, default_token_counter
 from llm_bot.memory.topic import (
     RecalledRecord,
     TopicState,
@@ -47,7 +51,12 @@ Outcome = Literal["searched", "filler_skip", "topic_reuse", "off", "failed", "ti
 class RetrievalSettings:
     min_score: float
     topic_similarity: float
-    max_items: int
+    max_items: int | None = None
+    """An optional cap on recalled items (``LLM_BOT_RETRIEVAL_MAX_ITEMS``); None: as many
+    as ``max_tokens`` holds."""
+    max_tokens: int = 4000
+    """Recall's share of the prompt in tokens (``memory/recall_budget.py``): the input
+    budget, at most ``LLM_BOT_RETRIEVAL_MAX_TOKENS``."""
     timeout_seconds: float = 0.05
     """The search's time budget (``LLM_BOT_RETRIEVAL_TIMEOUT_MS``): past it the reply goes
     on without recall (outcome ``timeout``); a big index still loading goes on loading."""
@@ -67,11 +76,18 @@ NOTHING = Retrieval("off")
 
 
 class PreparedQuery:
-    """A message on its way to retrieval: its embedding may still be computing."""
+    """A message on its way to retrieval: its embedding may still be computing;
+    ``created_at`` is when it was written (what its time expressions are relative to)."""
 
-    def __init__(self, text: str, embedding: asyncio.Task[Vector] | None) -> None:
+    def __init__(
+        self,
+        text: str,
+        embedding: asyncio.Task[Vector] | None,
+        created_at: datetime | None = None,
+    ) -> None:
         self.text = text
         self.embedding = embedding
+        self.created_at = created_at
         self.started = time.perf_counter()
 
     def cancel(self) -> None:
@@ -90,21 +106,24 @@ class Retriever:
         settings: RetrievalSettings,
         metrics: Metrics,
         tracer: Tracer,
+        counter: TokenCounter | None = None,
     ) -> None:
         self._embedder = embedder
+        self._counter = counter or default_token_counter()
         self._index = index
         self._settings = settings
         self._metrics = metrics
         self._tracer = tracer
 
-    def prepare(self, text: str) -> PreparedQuery | None:
-        """None for filler (nothing to search for); else the query, embedding started."""
+    def prepare(self, text: str, created_at: datetime | None = None) -> PreparedQuery | None:
+        """None for filler (nothing to search for); else the query, embedding started.
+        ``created_at``: when the message was written (default: now)."""
         if is_filler(text):
             return None
         task = None
         if self._embedder is not None:
             task = asyncio.create_task(self._embed(text))
-        return PreparedQuery(text, task)
+        return PreparedQuery(text, task, created_at)
 
     async def _embed(self, text: str) -> Vector:
         assert self._embedder is not None  # noqa: S101  # only started with an embedder
@@ -149,7 +168,10 @@ class Retriever:
             return Retrieval("topic_reuse", topic.selection, kept, _since(query))
         try:
             async with asyncio.timeout(self._settings.timeout_seconds):
-                hits = await self.search(query.text, vector, key, exclude=exclude)
+                hits = await self.search(
+                    query.text, vector, key, exclude=exclude, created_at=query.created_at
+                )
+                hits = within_tokens(hits, self._settings.max_tokens, self._counter.count)
         except TimeoutError:
             log.warning("retrieval.timed_out", budget_ms=self._settings.timeout_seconds * 1000)
             return Retrieval("timeout", topic=topic, seconds=_since(query))
@@ -161,15 +183,24 @@ class Retriever:
         return Retrieval("searched", records, kept_topic, _since(query))
 
     async def search(
-        self, text: str, vector: Vector | None, key: ConversationKey, *, exclude: Collection[str]
+        self,
+        text: str,
+        vector: Vector | None,
+        key: ConversationKey,
+        *,
+        exclude: Collection[str],
+        created_at: datetime | None = None,
     ) -> list[SearchHit]:
-        """The user's index searched for ``text`` (hybrid when ``vector`` is given)."""
+        """The user's index searched for ``text`` (hybrid when ``vector`` is given), the
+        periods it names resolved against ``created_at`` (default: now)."""
         query = SearchQuery(
             vector=vector,
             terms=keyword_terms(text),
             exclude=frozenset(exclude),
-            limit=self._settings.max_items,
+            limit=self._settings.max_items or CANDIDATE_LIMIT,
             min_score=self._settings.min_score,
+            periods=tuple(periods(text, created_at or datetime.now(UTC))),
+            asks_when=asks_when(text),
         )
         model = self._embedder.name if self._embedder is not None else ""
         return await self._index.search(key.tenant_id, key.user_id, query, model=model)

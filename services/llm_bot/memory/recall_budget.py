@@ -1,0 +1,50 @@
+"""How much retrieval recalls: enough lines to fill recall's share of the prompt, by tokens
+(SPEC 5.7).
+
+A fixed number of items says nothing about a prompt's size: sixteen short chat lines are
+~400 tokens, sixteen passages of an assistant's long answers ~3,000, and a Thai line costs
+several times the tokens of its English translation. Retrieval therefore keeps its hits,
+best first, while their lines (as the memory message shows them) fit in a token budget:
+recall's share of the input budget. Context assembly then fits the whole prompt exactly,
+dropping the lowest-scored items first (``context.py``); this bound only keeps the search
+from handing it far more than could ever fit. ``LLM_BOT_RETRIEVAL_MAX_ITEMS`` stays an
+optional cap on the count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from llm_bot.memory.memory_block import recalled_line
+from llm_bot.memory.recall_items import SearchHit
+
+LINE_OVERHEAD_TOKENS = 2
+"""What a line adds to the memory message besides its text: its JSON quotes, comma and
+line break."""
+CANDIDATE_LIMIT = 200
+"""Hits asked of the index when no item cap is configured: as deep as each ranking is read
+before fusion (``hybrid_search.CANDIDATES_PER_RANKING``), far more than any budget holds."""
+
+
+def line_tokens(hit: SearchHit, count: Callable[[str], int]) -> int:
+    """Tokens the hit's line costs in the memory message."""
+    entry = hit.entry
+    return count(recalled_line(entry.text, entry.date, entry.speaker)) + LINE_OVERHEAD_TOKENS
+
+
+def within_tokens(
+    hits: Sequence[SearchHit], tokens: int, count: Callable[[str], int]
+) -> list[SearchHit]:
+    """The first of ``hits`` (best first) whose lines together cost at most ``tokens``;
+    counting stops at the first hit that does not fit."""
+    kept: list[SearchHit] = []
+    spent = 0
+    for hit in hits:
+        spent += line_tokens(hit, count)
+        if spent > tokens:
+            break
+        kept.append(hit)
+    return kept
+
+
+__all__ = ["CANDIDATE_LIMIT", "LINE_OVERHEAD_TOKENS", "line_tokens", "within_tokens"]
