@@ -207,6 +207,18 @@ class Settings(BaseSettings):
     gateway_timeout_seconds: float = Field(
         60.0, gt=0, validation_alias=_env("LLM_BOT_GATEWAY_TIMEOUT_SECONDS")
     )
+    gateway_key_requests_per_minute: int = Field(
+        600, ge=0, validation_alias=_env("LLM_BOT_GATEWAY_KEY_REQUESTS_PER_MINUTE")
+    )
+    gateway_user_requests_per_minute: int = Field(
+        60, ge=0, validation_alias=_env("LLM_BOT_GATEWAY_USER_REQUESTS_PER_MINUTE")
+    )
+    gateway_key_max_in_flight: int = Field(
+        100, ge=0, validation_alias=_env("LLM_BOT_GATEWAY_KEY_MAX_IN_FLIGHT")
+    )
+    gateway_user_max_in_flight: int = Field(
+        4, ge=0, validation_alias=_env("LLM_BOT_GATEWAY_USER_MAX_IN_FLIGHT")
+    )
     gateway_models: str = Field(
         "llm-bot", min_length=1, validation_alias=_env("LLM_BOT_GATEWAY_MODELS")
     )

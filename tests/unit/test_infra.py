@@ -473,6 +473,7 @@ def test_alert_rules_have_severity_summary_description_and_runbook() -> None:
         "LlmBotStalled",
         "LlmBotHighDwellP99",
         "LlmBotTenantBudgetNearlySpent",
+        "LlmBotQueueNearItsBound",
     }
     for rule in rules:
         assert rule["labels"]["severity"] in {"warning", "critical"}

@@ -32,6 +32,7 @@ from llm_bot.gateway.api_keys import ApiKeys
 from llm_bot.gateway.app import GatewaySettings, create_app
 from llm_bot.gateway.bus import GatewayBus
 from llm_bot.gateway.credentials import Credentials
+from llm_bot.gateway.request_limits import LimitSettings, RequestLimits
 from llm_bot.gateway.tenant_personas import TenantPersonas
 from llm_bot.gateway.token_quota import TokenQuota
 from llm_bot.gateway.user_tokens import UserTokens
@@ -156,6 +157,14 @@ def build_gateway(
             max_body_bytes=settings.max_body_bytes,
             personas=TenantPersonas.parse(settings.gateway_tenant_personas),
             quota=TokenQuota(guard=guard) if guard is not None else None,
+            limits=RequestLimits(
+                LimitSettings(
+                    key_requests_per_minute=settings.gateway_key_requests_per_minute,
+                    user_requests_per_minute=settings.gateway_user_requests_per_minute,
+                    key_in_flight=settings.gateway_key_max_in_flight,
+                    user_in_flight=settings.gateway_user_max_in_flight,
+                )
+            ),
         ),
         metrics=metrics,
         tracer=provider.get_tracer(TRACER_NAME, __version__),

@@ -51,6 +51,7 @@ from llm_bot.gateway.openai_wire import (
     parse_request,
 )
 from llm_bot.gateway.request_body import json_body
+from llm_bot.gateway.request_limits import LimitSettings, Release, RequestLimits, key_id
 from llm_bot.gateway.sse_stream import ClosingStream, ReplyStream, next_reply
 from llm_bot.gateway.tenant_personas import TenantPersonas
 from llm_bot.gateway.token_quota import TokenQuota
@@ -71,6 +72,8 @@ class GatewaySettings:
     personas: TenantPersonas = field(default_factory=TenantPersonas)
     quota: TokenQuota | None = None
     """Tenants' token budgets: a spent one is 429 before publishing (None: no budgets)."""
+    limits: RequestLimits = field(default_factory=lambda: RequestLimits(LimitSettings()))
+    """Per-key and per-user requests per minute and in flight (none by default here)."""
 
 
 def create_app(
@@ -132,30 +135,35 @@ class _Completions:
         )
         self._metrics.in_flight.inc()
         stream = False
+        release: Release = _nothing
         try:
-            caller = self._settings.credentials.caller(request.headers.get("authorization", ""))
+            authorization = request.headers.get("authorization", "")
+            caller = self._settings.credentials.caller(authorization)
             headers = {k.lower(): v for k, v in request.headers.items()}
             body = await json_body(request, self._settings.max_body_bytes)
             chat = parse_request(body, headers, bound_user=caller.user)
             stream = chat.stream
             _check_persona(chat, caller.tenant, self._settings.personas)
+            release = self._settings.limits.admit(
+                key_id(authorization), caller.tenant, chat.user_id
+            )
             if self._settings.quota is not None:
                 await self._settings.quota.check(caller.tenant)
             event = _event(chat, caller.tenant, headers)
             span.set_attribute("llmbot.event_id", event.id)
-            return await self._answer(chat, event, span, started, request_id)
+            return await self._answer(chat, event, span, started, request_id, release=release)
         except WireError as exc:
-            self._finish(span, started, stream, exc.status)
+            self._finish(span, started, stream, exc.status, release=release)
             return error_response(exc, request_id)
         except Exception:
             log.exception("gateway.request_failed", request_id=request_id, status=500)
-            self._finish(span, started, stream, 500)
+            self._finish(span, started, stream, 500, release=release)
             internal = WireError(500, PUBLIC_MESSAGES["internal"], code="internal")
             return JSONResponse(
                 internal.body(request_id), 500, headers=request_id_header(request_id)
             )
         except BaseException:
-            self._finish(span, started, stream, 500)
+            self._finish(span, started, stream, 500, release=release)
             raise
 
     async def _answer(
@@ -165,6 +173,8 @@ class _Completions:
         span: Span,
         started: float,
         request_id: str,
+        *,
+        release: Release,
     ) -> Response:
         deadline = started + self._settings.timeout_seconds
         carrier: dict[str, object] = {}
@@ -182,7 +192,7 @@ class _Completions:
                 while not isinstance(candidate, CandidateV1):
                     candidate = await next_reply(wait, deadline)
                 await listening.aclose()
-                self._finish(span, started, False, 200)
+                self._finish(span, started, False, 200, release=release)
                 return JSONResponse(
                     completion(candidate, model=chat.model, event_id=event.id),
                     headers=request_id_header(request_id),
@@ -208,7 +218,7 @@ class _Completions:
             if not closed:
                 closed = True
                 await listening.aclose()
-                self._finish(span, started, True, 200, ending=stream.ending)
+                self._finish(span, started, True, 200, ending=stream.ending, release=release)
 
         async def body() -> AsyncIterator[bytes]:
             try:
@@ -236,7 +246,10 @@ class _Completions:
         status: int,
         *,
         ending: str | None = None,
+        release: Release | None = None,
     ) -> None:
+        if release is not None:
+            release()
         flag = "true" if stream else "false"
         self._metrics.requests.labels(str(status), flag).inc()
         self._metrics.duration.labels(flag).observe(time.perf_counter() - started)
@@ -248,6 +261,10 @@ class _Completions:
         if status >= 500 or ending not in (None, "completed", "disconnected"):
             span.set_status(Status(StatusCode.ERROR))
         span.end()
+
+
+def _nothing() -> None:
+    """The release of a request not yet admitted by the limits."""
 
 
 def _check_persona(chat: ChatRequest, tenant: str, personas: TenantPersonas) -> None:
