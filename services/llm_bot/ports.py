@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from llm_bot.memory.fact_edits import FactRemoval
 from llm_bot.memory.hybrid_search import SearchQuery, Vector
 from llm_bot.memory.long_term import (
     EpisodicSummary,
@@ -288,6 +289,13 @@ class LongTermStore(Protocol):
         events: Iterable[NotableEvent] = (),
     ) -> int:
         """Upsert by id, apply retention, rebuild the bundle; refused if erased meanwhile."""
+        ...
+
+    async def remove_fact(
+        self, tenant_id: str, user_id: str, fact_id: str, *, erasure: str
+    ) -> FactRemoval:
+        """Remove the current fact ``fact_id`` (``fact_edits.removal``), rebuild the bundle;
+        ``FactEditRefused`` when it is not a current fact; refused if erased meanwhile."""
         ...
 
 

@@ -4,23 +4,24 @@ XSS payloads rendered as text, and forgetting a conversation through the CLI's c
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator
 
-import httpx
 import pytest
 
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.config import Settings
 from llm_bot.inspector.access_keys import key_digest
-from llm_bot.inspector.app import CSP, create_app
+from llm_bot.inspector.app import CSP
 from llm_bot.inspector.wiring import Inspector
 from tests.support.inspector import (
     PLANTED,
     XSS,
     Seeded,
+    client_for,
+    csrf_of,
     inspector_for,
     inspector_settings,
+    login,
     seed_user,
 )
 from tests.support.services import ServiceUrls
@@ -39,19 +40,10 @@ async def seeded(service_urls: ServiceUrls) -> AsyncIterator[tuple[Settings, See
         yield settings, await seed_user(settings)
 
 
-async def login(client: httpx.AsyncClient, key: str) -> httpx.Response:
-    return await client.post("/login", data={"key": key})
-
-
 @pytest.fixture
 async def inspector(seeded: tuple[Settings, Seeded]) -> AsyncIterator[Inspector]:
     async with inspector_for(seeded[0]) as running:
         yield running
-
-
-def client_for(inspector: Inspector) -> httpx.AsyncClient:
-    transport = httpx.ASGITransport(app=create_app(inspector))
-    return httpx.AsyncClient(transport=transport, base_url="http://inspector.test")
 
 
 async def test_login_cookie_is_httponly_and_samesite_strict(inspector: Inspector) -> None:
@@ -122,6 +114,10 @@ async def test_a_key_for_another_tenant_gets_404_everywhere(
             f"{conversation}/why?message=hi",
             f"{conversation}/forget",
             f"{base}/forget",
+            f"{base}/f/fact_0123/remove",
+            f"{base}/f/fact_0123/correct",
+            "/dlq",
+            "/dlq/events/replay?code=invalid_event",
             "/t/no-such-tenant",
             "/t/tother/u/bad%7Cid",
         ):
@@ -146,9 +142,7 @@ async def test_a_post_without_the_csrf_token_is_refused(
         assert await inspector.base.redis.exists(keys.raw_trace(user.first))
         confirm = (await client.get(f"{conversation}/forget")).text
         assert "raw trace" in confirm
-        match = re.search(r'name="csrf" value="([^"]+)"', confirm)
-        assert match is not None
-        done = await client.post(f"{conversation}/forget", data={"csrf": match[1]})
+        done = await client.post(f"{conversation}/forget", data={"csrf": csrf_of(confirm)})
         assert done.status_code == 200
         assert not await inspector.base.redis.exists(keys.raw_trace(user.first))
         assert not await inspector.base.redis.exists(keys.conversation_meta(user.first))

@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from llm_bot.errors import ErasedMeanwhile
+from llm_bot.memory.fact_edits import FactRemoval, removal
 from llm_bot.memory.long_term import EpisodicSummary, NotableEvent, ProfileAttribute, SemanticFact
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.working import ConversationKey, ConversationProgress, WorkingMemory
@@ -184,6 +185,19 @@ class InMemoryLongTermStore(_Recording):
             self.items[(tenant_id, user_id, "profile")][attribute.key] = attribute
             written += 1
         return written
+
+    async def remove_fact(
+        self, tenant_id: str, user_id: str, fact_id: str, *, erasure: str
+    ) -> FactRemoval:
+        self._enter("remove_fact")
+        self._progress._check(tenant_id, user_id, erasure)
+        facts = self.items[(tenant_id, user_id, "facts")]
+        done = removal(facts.values(), fact_id)
+        for gone in done.deleted:
+            del facts[gone]
+        for fact in done.rewritten:
+            facts[fact.id] = fact
+        return done
 
 
 class InMemoryLease:

@@ -4,13 +4,17 @@ built by its own wiring on the same settings."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+import httpx
+
 from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.fake_model.memory_prompts import memory_responder
+from llm_bot.inspector.app import create_app
 from llm_bot.inspector.wiring import Inspector, build_inspector
 from llm_bot.memory.working import ConversationKey
 from tests.integration.test_memory_worker import say, settled
@@ -86,3 +90,20 @@ async def inspector_for(settings: Settings) -> AsyncIterator[Inspector]:
         yield inspector
     finally:
         await inspector.close()
+
+
+def client_for(inspector: Inspector) -> httpx.AsyncClient:
+    """An HTTP client of the inspector's app (ASGI, in this process)."""
+    transport = httpx.ASGITransport(app=create_app(inspector))
+    return httpx.AsyncClient(transport=transport, base_url="http://inspector.test")
+
+
+async def login(client: httpx.AsyncClient, key: str) -> httpx.Response:
+    return await client.post("/login", data={"key": key})
+
+
+def csrf_of(html: str) -> str:
+    """The CSRF token a page's form carries."""
+    match = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert match is not None, "no CSRF token on the page"
+    return match[1]

@@ -21,6 +21,7 @@ from llm_bot.adapters.redis_keys import RedisKeys, parse_user_member, user_membe
 from llm_bot.adapters.redis_schedules import RedisSchedule
 from llm_bot.errors import ErasedMeanwhile, MemoryUnavailable
 from llm_bot.memory.conversation_erasure import ConversationPruning, prune_conversation
+from llm_bot.memory.fact_edits import FactRemoval, removal
 from llm_bot.memory.long_term import (
     EpisodicSummary,
     LongTermBundle,
@@ -195,6 +196,35 @@ class RedisLongTermStore:
         if pruning.count():  # the bundle and schedule only change when something did
             await self.apply_retention(tenant_id, user_id, erasure=erasure)
         return pruning
+
+    async def remove_fact(
+        self, tenant_id: str, user_id: str, fact_id: str, *, erasure: str
+    ) -> FactRemoval:
+        """Remove the current fact ``fact_id`` (:func:`removal`: a fact it had superseded is
+        pointed past it) and rebuild the bundle, in one transaction over the long-term
+        hashes; ``FactEditRefused`` when it is not a current fact, ``ErasedMeanwhile`` if the
+        user's erasure mark is no longer ``erasure``."""
+        done = FactRemoval(deleted=())
+
+        async def remove(pipe: AnyPipeline) -> Queue:
+            nonlocal done
+            done = removal(
+                await self._items(pipe, tenant_id, user_id, "facts", SemanticFact), fact_id
+            )
+
+            def queue(pipe: AnyPipeline) -> None:
+                name = self._keys.long_term(tenant_id, user_id, "facts")
+                pipe.hdel(name, *done.deleted)
+                if done.rewritten:
+                    rewritten = {f.id: f.model_dump_json() for f in done.rewritten}
+                    pipe.hset(name, mapping=cast("dict[Any, Any]", rewritten))
+
+            return queue
+
+        watched = self._item_keys(tenant_id, user_id)
+        await self._unless_erased(tenant_id, user_id, erasure, remove, watch=watched)
+        await self.apply_retention(tenant_id, user_id, erasure=erasure)
+        return done
 
     async def _everything(
         self, pipe: AnyPipeline, tenant_id: str, user_id: str

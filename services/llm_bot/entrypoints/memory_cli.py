@@ -109,7 +109,10 @@ def _render_long_term(ltm: dict[str, Any]) -> list[str]:
     lines.append(f"  facts ({len(ltm['facts'])}):")
     for fact in ltm["facts"]:
         sources = "; ".join(
-            f"{s['conversation_id']} turns {_span(s['turns'])}" for s in fact["sources"]
+            "operator"
+            if s.get("provenance") == "operator"
+            else f"{s['conversation_id']} turns {_span(s['turns'])}"
+            for s in fact["sources"]
         )
         retired = fact.get("superseded_by")
         note = f"; superseded by {retired} on {fact['superseded_at'][:10]}" if retired else ""

@@ -1,14 +1,21 @@
-"""The inspector's actions, through the CLI's own code (``llm-bot memory forget``), each
-audited: a structlog event naming the action, the key's name and the ids (never any
-text), and ``llmbot_inspector_actions_total`` by action."""
+"""The inspector's actions, through the code the CLI and the worker run (``llm-bot memory
+forget``, ``llm-bot dlq replay --code``, the worker's fact supersession), each audited: a
+structlog event naming the action, the key's name and the ids (never any text), and
+``llmbot_inspector_actions_total`` by action."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import structlog
 
+from llm_bot.adapters.rabbit_dlq import ReplayResult
+from llm_bot.entrypoints.dlq_cli import replay_dead_letters
 from llm_bot.entrypoints.memory_cli import forget_memory
 from llm_bot.inspector.access_keys import Scope
 from llm_bot.inspector.wiring import Inspector
+from llm_bot.memory.fact_edits import FactRemoval
+from llm_bot.memory.fact_updates import FactChange
 
 log = structlog.get_logger(__name__)
 
@@ -18,28 +25,85 @@ async def forget_conversation(
 ) -> int:
     deleted = await forget_memory(inspector.settings, tenant_id, user_id, conversation_id)
     _audit(
-        inspector, scope, "forget_conversation", deleted, ids=(tenant_id, user_id, conversation_id)
+        inspector,
+        scope,
+        "forget_conversation",
+        tenant_id=tenant_id,
+        user_id=user_id,
+        conversation_id=conversation_id,
+        deleted=deleted,
     )
     return deleted
 
 
 async def forget_user(inspector: Inspector, scope: Scope, tenant_id: str, user_id: str) -> int:
     deleted = await forget_memory(inspector.settings, tenant_id, user_id, "*")
-    _audit(inspector, scope, "forget_user", deleted, ids=(tenant_id, user_id, "*"))
+    _audit(
+        inspector,
+        scope,
+        "forget_user",
+        tenant_id=tenant_id,
+        user_id=user_id,
+        conversation_id="*",
+        deleted=deleted,
+    )
     return deleted
 
 
-def _audit(
-    inspector: Inspector, scope: Scope, action: str, deleted: int, *, ids: tuple[str, str, str]
-) -> None:
-    tenant_id, user_id, conversation_id = ids
-    inspector.metrics.actions.labels(action).inc()
-    log.info(
-        "inspector.action",
-        action=action,
-        key=scope.name,
+async def remove_fact(
+    inspector: Inspector, scope: Scope, tenant_id: str, user_id: str, fact_id: str
+) -> FactRemoval:
+    """``FactEditRefused`` (nothing done, nothing audited) when it is not a current fact."""
+    removed = await inspector.facts.remove(tenant_id, user_id, fact_id)
+    _audit(
+        inspector,
+        scope,
+        "remove_fact",
         tenant_id=tenant_id,
         user_id=user_id,
-        conversation_id=conversation_id,
-        deleted=deleted,
+        fact_id=fact_id,
+        current_again=[f.id for f in removed.rewritten if f.superseded_by is None],
     )
+    return removed
+
+
+async def correct_fact(
+    inspector: Inspector, scope: Scope, tenant_id: str, user_id: str, fact_id: str, *, value: str
+) -> FactChange:
+    """``FactEditRefused`` (nothing done, nothing audited) for a fact that is not current,
+    or a value that is empty, too long or already a current fact."""
+    change = await inspector.facts.correct(tenant_id, user_id, fact_id, value)
+    _audit(
+        inspector,
+        scope,
+        "correct_fact",
+        tenant_id=tenant_id,
+        user_id=user_id,
+        fact_id=fact_id,
+        superseded_by=change.current.id,
+    )
+    return change
+
+
+async def replay_dead_letters_by_code(
+    inspector: Inspector, scope: Scope, queue: str, code: str
+) -> ReplayResult:
+    """``llm-bot dlq replay --code CODE --queue QUEUE``: ``DlqNotFound`` or
+    ``ReplayFailed`` as there (what was not replayed stays in the DLQ)."""
+    result = await replay_dead_letters(inspector.settings, limit=None, code=code, queue=queue)
+    _audit(
+        inspector,
+        scope,
+        "replay_dead_letters",
+        queue=queue,
+        code=code,
+        replayed=result.replayed,
+        left=result.left,
+    )
+    return result
+
+
+def _audit(inspector: Inspector, scope: Scope, action: str, **ids: Any) -> None:
+    """``ids``: ids and counts only, never text."""
+    inspector.metrics.actions.labels(action).inc()
+    log.info("inspector.action", action=action, key=scope.name, **ids)

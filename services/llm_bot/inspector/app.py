@@ -9,22 +9,20 @@ text in logs.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from importlib.resources import files
 from typing import Any
-from urllib.parse import parse_qs
 
 from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from starlette.staticfiles import StaticFiles
 
-from llm_bot.config import ID_PATTERN
-from llm_bot.inspector import actions, views
+from llm_bot.inspector import action_routes, dlq_routes, views
 from llm_bot.inspector.access_keys import ALL_TENANTS
 from llm_bot.inspector.rendering import environment
-from llm_bot.inspector.sessions import COOKIE, Session
+from llm_bot.inspector.routing import Pages, allowed, csrf_checked_form, form_of, wants_json
+from llm_bot.inspector.sessions import COOKIE
 from llm_bot.inspector.wiring import Inspector
 from llm_bot.memory.working import ConversationKey
 
@@ -32,30 +30,7 @@ CSP = (
     "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
     "frame-ancestors 'none'; base-uri 'none'"
 )
-_ID = re.compile(ID_PATTERN)
 MAX_MESSAGE_CHARS = 20_000
-
-
-def _checked(*ids: str) -> None:
-    for value in ids:
-        if not _ID.fullmatch(value):
-            raise HTTPException(status_code=404)
-
-
-def _allowed(session: Session, tenant_id: str, *ids: str) -> None:
-    """404 unless the ids are valid and the session's key covers the tenant."""
-    _checked(tenant_id, *ids)
-    if not session.scope.allows(tenant_id):
-        raise HTTPException(status_code=404)
-
-
-def _wants_json(request: Request) -> bool:
-    return request.query_params.get("format") == "json"
-
-
-async def _form(request: Request) -> dict[str, str]:
-    body = (await request.body()).decode(errors="replace")
-    return {name: values[0] for name, values in parse_qs(body).items()}
 
 
 def create_app(inspector: Inspector) -> FastAPI:  # noqa: PLR0915  # one statement per route, closures over one inspector
@@ -77,29 +52,14 @@ def create_app(inspector: Inspector) -> FastAPI:  # noqa: PLR0915  # one stateme
         response.headers["Cache-Control"] = "no-store"
         return response
 
-    def session_of(request: Request) -> Session:
-        session = inspector.sessions.get(request.cookies.get(COOKIE))
-        if session is None:
-            if _wants_json(request):
-                raise HTTPException(status_code=401)
-            raise HTTPException(status_code=303, headers={"Location": "/login"})
-        return session
-
-    def page(
-        request: Request, template: str, data: dict[str, Any], session: Session | None
-    ) -> Response:
-        if _wants_json(request):
-            return JSONResponse(data)
-        html = templates.get_template(template).render(
-            data=data, session=session, csrf=session.csrf if session else ""
-        )
-        return HTMLResponse(html)
+    pages = Pages(inspector, templates)
+    session_of, page = pages.session_of, pages.page
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> Response:
         if exc.status_code == 303 and exc.headers:
             return RedirectResponse(exc.headers["Location"], status_code=303)
-        if _wants_json(request):
+        if wants_json(request):
             return JSONResponse({"error": exc.status_code}, status_code=exc.status_code)
         html = templates.get_template("error.html").render(status=exc.status_code, session=None)
         return HTMLResponse(html, status_code=exc.status_code)
@@ -110,7 +70,7 @@ def create_app(inspector: Inspector) -> FastAPI:  # noqa: PLR0915  # one stateme
 
     @app.post("/login")
     async def login(request: Request) -> Response:
-        form = await _form(request)
+        form = await form_of(request)
         scope = inspector.keys.scope_for(form.get("key", ""))
         if scope is None:
             html = templates.get_template("login.html").render(
@@ -131,9 +91,7 @@ def create_app(inspector: Inspector) -> FastAPI:  # noqa: PLR0915  # one stateme
     @app.post("/logout")
     async def logout(request: Request) -> Response:
         session = session_of(request)
-        form = await _form(request)
-        if not session.csrf_matches(form.get("csrf")):
-            raise HTTPException(status_code=403)
+        await csrf_checked_form(request, session)
         inspector.sessions.close(request.cookies.get(COOKIE))
         response = RedirectResponse("/login", status_code=303)
         response.delete_cookie(COOKIE, path="/")
@@ -144,7 +102,7 @@ def create_app(inspector: Inspector) -> FastAPI:  # noqa: PLR0915  # one stateme
         session = session_of(request)
         tenant = request.query_params.get("tenant")
         if tenant is not None:
-            _allowed(session, tenant)
+            allowed(session, tenant)
             return RedirectResponse(f"/t/{tenant}", status_code=303)
         if session.scope.tenant != ALL_TENANTS:
             return RedirectResponse(f"/t/{session.scope.tenant}", status_code=303)
@@ -153,7 +111,7 @@ def create_app(inspector: Inspector) -> FastAPI:  # noqa: PLR0915  # one stateme
     @app.get("/t/{tenant_id}")
     async def tenant_page(request: Request, tenant_id: str) -> Response:
         session = session_of(request)
-        _allowed(session, tenant_id)
+        allowed(session, tenant_id)
         number = request.query_params.get("page", "1")
         page_number = int(number) if number.isdigit() and int(number) > 0 else 1
         data = await views.tenant_view(inspector, tenant_id, page_number)
@@ -162,7 +120,7 @@ def create_app(inspector: Inspector) -> FastAPI:  # noqa: PLR0915  # one stateme
     @app.get("/t/{tenant_id}/u/{user_id}")
     async def user_page(request: Request, tenant_id: str, user_id: str) -> Response:
         session = session_of(request)
-        _allowed(session, tenant_id, user_id)
+        allowed(session, tenant_id, user_id)
         data = await views.user_view(inspector, tenant_id, user_id)
         return page(request, "user.html", data, session)
 
@@ -171,7 +129,7 @@ def create_app(inspector: Inspector) -> FastAPI:  # noqa: PLR0915  # one stateme
         request: Request, tenant_id: str, user_id: str, conversation_id: str
     ) -> Response:
         session = session_of(request)
-        _allowed(session, tenant_id, user_id, conversation_id)
+        allowed(session, tenant_id, user_id, conversation_id)
         key = ConversationKey(tenant_id, user_id, conversation_id)
         data = await views.conversation_view(inspector, key)
         return page(request, "conversation.html", data, session)
@@ -181,7 +139,7 @@ def create_app(inspector: Inspector) -> FastAPI:  # noqa: PLR0915  # one stateme
         request: Request, tenant_id: str, user_id: str, conversation_id: str
     ) -> Response:
         session = session_of(request)
-        _allowed(session, tenant_id, user_id, conversation_id)
+        allowed(session, tenant_id, user_id, conversation_id)
         key = ConversationKey(tenant_id, user_id, conversation_id)
         message = request.query_params.get("message", "")[:MAX_MESSAGE_CHARS]
         when = request.query_params.get("at", "")
@@ -204,72 +162,6 @@ def create_app(inspector: Inspector) -> FastAPI:  # noqa: PLR0915  # one stateme
                 data["result"] = await views.why_view(inspector, key, message, at)
         return page(request, "why.html", data, session)
 
-    async def confirmed(
-        request: Request, session: Session, what: dict[str, Any], act: Callable[[], Awaitable[int]]
-    ) -> Response:
-        """GET: the confirmation naming what will go; POST (with the CSRF token): done."""
-        if request.method == "GET":
-            return page(request, "confirm.html", what, session)
-        form = await _form(request)
-        if not session.csrf_matches(form.get("csrf")):
-            raise HTTPException(status_code=403)
-        deleted = await act()
-        return page(request, "done.html", {**what, "deleted_keys": deleted}, session)
-
-    @app.api_route("/t/{tenant_id}/u/{user_id}/c/{conversation_id}/forget", methods=["GET", "POST"])
-    async def forget_conversation(
-        request: Request, tenant_id: str, user_id: str, conversation_id: str
-    ) -> Response:
-        session = session_of(request)
-        _allowed(session, tenant_id, user_id, conversation_id)
-        key = ConversationKey(tenant_id, user_id, conversation_id)
-        shown = await views.conversation_view(inspector, key)
-        memory = shown["working_memory"] or {"messages": []}
-        what = {
-            "action": "forget_conversation",
-            "tenant_id": tenant_id,
-            "user_id": user_id,
-            "conversation_id": conversation_id,
-            "goes": [
-                f"the conversation's window ({len(memory['messages'])} messages), summary and "
-                f"raw trace ({len(shown['raw_trace'])} messages)",
-                "what it contributed to the user's long-term memory",
-                "its entries in the retrieval index",
-            ],
-            "back": f"/t/{tenant_id}/u/{user_id}",
-        }
-        return await confirmed(
-            request,
-            session,
-            what,
-            lambda: actions.forget_conversation(
-                inspector, session.scope, tenant_id, user_id, conversation_id
-            ),
-        )
-
-    @app.api_route("/t/{tenant_id}/u/{user_id}/forget", methods=["GET", "POST"])
-    async def forget_user(request: Request, tenant_id: str, user_id: str) -> Response:
-        session = session_of(request)
-        _allowed(session, tenant_id, user_id)
-        user = await views.user_view(inspector, tenant_id, user_id)
-        what = {
-            "action": "forget_user",
-            "tenant_id": tenant_id,
-            "user_id": user_id,
-            "conversation_id": "*",
-            "goes": [
-                f"every conversation of the user ({len(user['conversations'])})",
-                f"the profile ({len(user['profile'])} attributes), facts ({len(user['facts'])}), "
-                f"episodes ({len(user['episodes'])}) and notable events ({len(user['events'])})",
-                f"the retrieval index ({user['index_entries']} entries)",
-            ],
-            "back": f"/t/{tenant_id}",
-        }
-        return await confirmed(
-            request,
-            session,
-            what,
-            lambda: actions.forget_user(inspector, session.scope, tenant_id, user_id),
-        )
-
+    action_routes.register(app, pages)
+    dlq_routes.register(app, pages)
     return app

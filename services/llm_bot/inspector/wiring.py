@@ -14,9 +14,11 @@ from llm_bot.adapters.redis_memory import RedisMemoryStore
 from llm_bot.bootstrap import (
     Foundation,
     build_foundation,
+    conversation_lease,
     long_term_store,
     memory_store,
     personas,
+    progress_store,
     retriever,
     utc_now,
 )
@@ -27,6 +29,8 @@ from llm_bot.inspector.sessions import Sessions
 from llm_bot.inspector.tenant_directory import RedisTenantDirectory
 from llm_bot.memory.tokens import default_token_counter
 from llm_bot.memory.window import WindowBounds
+from llm_bot.service.fact_edits import FactEditor
+from llm_bot.service.indexer import Indexer
 
 
 class InspectorMetrics:
@@ -34,7 +38,8 @@ class InspectorMetrics:
         self.registry = registry
         self.actions = Counter(
             "llmbot_inspector_actions",
-            "Inspector actions done (forget a conversation or user), by action",
+            "Inspector actions done (forget a conversation or user, remove or correct a "
+            "fact, replay dead letters), by action",
             ["action"],
             registry=registry,
         )
@@ -49,6 +54,7 @@ class Inspector:
     store: RedisMemoryStore
     ltm: RedisLongTermStore
     directory: RedisTenantDirectory
+    facts: FactEditor
     metrics: InspectorMetrics
     sessions: Sessions = field(default_factory=Sessions)
 
@@ -102,15 +108,41 @@ def build_inspector(
         personas=catalog,
         max_tool_rounds=settings.max_tool_rounds,
     )
+    ltm = long_term_store(settings, base.redis)
     return Inspector(
         settings=settings,
         keys=keys,
         base=base,
         context=context,
         store=store,
-        ltm=long_term_store(settings, base.redis),
+        ltm=ltm,
         directory=RedisTenantDirectory(
             client=base.redis, keys=RedisKeys(prefix=settings.redis_key_prefix)
         ),
+        facts=fact_editor(settings, base, ltm),
         metrics=InspectorMetrics(registry or CollectorRegistry()),
+    )
+
+
+def fact_editor(settings: Settings, base: Foundation, ltm: RedisLongTermStore) -> FactEditor:
+    """The worker's stores, lease and indexer (its metrics in the inspector's registry)."""
+    progress = progress_store(settings, base.redis)
+    indexer = (
+        Indexer(
+            progress=progress,
+            ltm=ltm,
+            index=base.index,
+            embedder=base.embedder,
+            metrics=base.metrics,
+            clock=utc_now,
+        )
+        if base.embedder is not None
+        else None
+    )
+    return FactEditor(
+        ltm=ltm,
+        progress=progress,
+        lease=conversation_lease(settings, base.redis),
+        indexer=indexer,
+        clock=utc_now,
     )

@@ -51,15 +51,7 @@ def prune_conversation(
             gone[fact.id] = fact
         elif sources != fact.sources:
             kept[fact.id] = fact.model_copy(update={"sources": sources})
-    for fact in by_id.values():
-        if fact.id in gone or fact.superseded_by not in gone:
-            continue
-        successor = _past(gone, fact.superseded_by)
-        current = kept.get(fact.id, fact)
-        update: dict[str, object] = {"superseded_by": successor}
-        if successor is None:
-            update["superseded_at"] = None
-        kept[fact.id] = current.model_copy(update=update)
+    kept = relinked(by_id, gone, kept)
     return ConversationPruning(
         deleted={
             "profile": tuple(
@@ -76,6 +68,27 @@ def prune_conversation(
     )
 
 
+def relinked(
+    facts: Mapping[str, SemanticFact],
+    gone: Mapping[str, SemanticFact],
+    kept: Mapping[str, SemanticFact],
+) -> dict[str, SemanticFact]:
+    """``kept`` (facts that stay, already rewritten) plus every fact that stays and was
+    superseded by a deleted one, pointed past it to what came after, or current again when
+    nothing did (a removed correction brings the value it replaced back)."""
+    rewritten = dict(kept)
+    for fact in facts.values():
+        if fact.id in gone or fact.superseded_by not in gone:
+            continue
+        successor = _past(gone, fact.superseded_by)
+        current = rewritten.get(fact.id, fact)
+        update: dict[str, object] = {"superseded_by": successor}
+        if successor is None:
+            update["superseded_at"] = None
+        rewritten[fact.id] = current.model_copy(update=update)
+    return rewritten
+
+
 def _past(gone: Mapping[str, SemanticFact], fact_id: str | None) -> str | None:
     """The first fact after ``fact_id`` in its chain of corrections that is not deleted."""
     seen: set[str] = set()
@@ -85,4 +98,4 @@ def _past(gone: Mapping[str, SemanticFact], fact_id: str | None) -> str | None:
     return None if fact_id in seen else fact_id
 
 
-__all__ = ["ConversationPruning", "prune_conversation"]
+__all__ = ["ConversationPruning", "prune_conversation", "relinked"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import unicodedata
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -11,13 +12,16 @@ from llm_bot.memory.classification import EventType
 
 
 class Source(BaseModel):
-    """Where an item came from: a conversation's turns and the events behind them."""
+    """Where an item came from: a conversation's turns and the events behind them, or an
+    operator (``provenance="operator"``: a correction made in the inspector, with no
+    conversation, so forgetting a conversation never takes it)."""
 
     model_config = ConfigDict(frozen=True)
 
     conversation_id: str
     turns: tuple[int, ...]
     event_ids: tuple[str, ...] = ()
+    provenance: Literal["conversation", "operator"] = "conversation"
 
 
 class ProfileAttribute(BaseModel):
