@@ -203,6 +203,12 @@ class RecallIndex(Protocol):
 
     async def count(self, tenant_id: str, user_id: str) -> int: ...
 
+    async def count_without_vector(self, tenant_id: str, user_id: str, *, model: str) -> int:
+        """Entries with no dense vector a query embedded by ``model`` is compared with:
+        stored without one, or with another embedding model's (keyword search only, until
+        ``llm-bot memory reindex``)."""
+        ...
+
     async def aclose(self) -> None:
         """Release what the index holds of its own (a client; not a shared one)."""
         ...

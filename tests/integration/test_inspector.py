@@ -5,6 +5,7 @@ XSS payloads rendered as text, and forgetting a conversation through the CLI's c
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -174,3 +175,35 @@ async def test_xss_payloads_render_as_text(
     assert "\u202e" not in html
     assert "⟨U+202E⟩gnp.exe" in html
     assert XSS not in html
+
+
+async def test_the_user_page_counts_entries_without_a_vector_and_dates_retention(
+    inspector: Inspector, seeded: tuple[Settings, Seeded]
+) -> None:
+    """Every entry the worker indexed has a vector; one whose vector is lost counts as
+    without. Retention is shown per kind as dates: nothing recorded before today minus the
+    configured days, and the day the oldest fact goes."""
+    settings, user = seeded
+    base = f"/t/{user.tenant_id}/u/{user.user_id}"
+    keys = RedisKeys(prefix=settings.redis_key_prefix)
+    vectors = keys.recall_index(user.tenant_id, user.user_id, "vec")
+    async with client_for(inspector) as client:
+        await login(client, KEY_ALL)
+        before = (await client.get(base, params={"format": "json"})).json()
+        assert before["index_entries"] > 0
+        assert before["index_entries_without_vector"] == 0
+        [lost, *_] = await inspector.base.redis.hkeys(vectors)
+        assert await inspector.base.redis.hdel(vectors, lost) == 1
+        after = (await client.get(base, params={"format": "json"})).json()
+        html = (await client.get(base)).text
+    assert after["index_entries_without_vector"] == 1
+    assert 'id="without-vector">1<' in html
+    horizon = {row["kind"]: row for row in after["retention"]}
+    assert set(horizon) == {"profile", "facts", "episodes", "events"}
+    days = settings.ltm_retention_days
+    assert horizon["facts"]["kept_since"] == str(datetime.now(UTC).date() - timedelta(days=days))
+    assert horizon["facts"]["held"] == len(after["facts"]) > 0
+    oldest = min(f["updated_at"] for f in after["facts"])
+    goes = datetime.fromisoformat(oldest) + timedelta(days=days)
+    assert horizon["facts"]["next_goes"] == goes.date().isoformat()
+    assert horizon["facts"]["kept_since"] in html

@@ -206,6 +206,16 @@ async def test_count(idx: Index) -> None:
     assert await idx.index.count(idx.tenant, idx.user) == 3
 
 
+async def test_count_without_vector_is_every_entry_for_another_model(idx: Index) -> None:
+    """Entries written with the query's model all have its dense vector (0 without); for a
+    query of another model none has (all keyword only); an unindexed user has none."""
+    assert await idx.index.count_without_vector(idx.tenant, idx.user, model=MODEL) == 0
+    await idx.put(CAT, BIKE, FACT)
+    assert await idx.index.count_without_vector(idx.tenant, idx.user, model=MODEL) == 0
+    assert await idx.index.count_without_vector(idx.tenant, idx.user, model="other") == 3
+    assert await idx.index.count_without_vector(idx.tenant, "nobody", model="other") == 0
+
+
 async def test_upsert_under_a_stale_erasure_generation_writes_nothing(idx: Index) -> None:
     """An erasure begun or ended since the writer read the mark refuses its write."""
     marks = ErasureMarks(client=idx.redis, keys=idx.keys)

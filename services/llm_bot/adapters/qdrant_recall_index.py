@@ -179,6 +179,14 @@ class QdrantRecallIndex:
                 return 0
             return await self._points.count(of_user(tenant_id, user_id))
 
+    async def count_without_vector(self, tenant_id: str, user_id: str, *, model: str) -> int:
+        """Every point has a vector of the collection's size: those of another model."""
+        with _translated("read"):
+            if await self._points.size() is None:
+                return 0
+            other = of_user(tenant_id, user_id, must_not=[field_is("model", model)])
+            return await self._points.count(other)
+
     async def search(
         self, tenant_id: str, user_id: str, query: SearchQuery, *, model: str
     ) -> list[SearchHit]:

@@ -54,6 +54,11 @@ class RedisLongTermStore:
         self._clock = clock
         self._schedule = RedisSchedule(client=client, keys=keys.retention_schedule())
 
+    @property
+    def retention(self) -> RetentionPolicy:
+        """The policy ``apply_retention`` applies."""
+        return self._retention
+
     async def profile(self, tenant_id: str, user_id: str) -> dict[str, ProfileAttribute]:
         raw = await self._hgetall(self._redis, self._keys.long_term(tenant_id, user_id, "profile"))
         return {k: ProfileAttribute.model_validate_json(v) for k, v in raw.items()}

@@ -297,6 +297,16 @@ class RedisRecallIndex:
     async def count(self, tenant_id: str, user_id: str) -> int:
         return int(await self._redis.hlen(self._key(tenant_id, user_id, "doc")))
 
+    async def count_without_vector(self, tenant_id: str, user_id: str, *, model: str) -> int:
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.hlen(self._key(tenant_id, user_id, "doc"))
+            pipe.hlen(self._key(tenant_id, user_id, "vec"))
+            pipe.hget(self._key(tenant_id, user_id, "meta"), "model")
+            entries, vectors, stored_model = await pipe.execute()
+        if stored_model is not None and _text(stored_model) != model:
+            return int(entries)
+        return max(0, int(entries) - int(vectors))
+
     async def search(
         self, tenant_id: str, user_id: str, query: SearchQuery, *, model: str
     ) -> list[SearchHit]:

@@ -6,7 +6,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from llm_bot.bootstrap import utc_now
 from llm_bot.entrypoints.memory_cli import show_memory
+from llm_bot.inspector.retention_horizon import retention_horizon
 from llm_bot.inspector.why import dry_run
 from llm_bot.inspector.wiring import Inspector
 from llm_bot.memory.long_term import SemanticFact
@@ -84,6 +86,19 @@ def _fact_history(facts: list[SemanticFact]) -> list[dict[str, Any]]:
     return rows
 
 
+async def _index_counts(inspector: Inspector, tenant_id: str, user_id: str) -> dict[str, int]:
+    """The user's index entries, and how many of them have no dense vector a query would
+    be compared with (all of them when no embedding model is configured)."""
+    index, embedder = inspector.base.index, inspector.base.embedder
+    entries = await index.count(tenant_id, user_id)
+    without = (
+        await index.count_without_vector(tenant_id, user_id, model=embedder.name)
+        if embedder is not None
+        else entries
+    )
+    return {"index_entries": entries, "index_entries_without_vector": without}
+
+
 async def user_view(inspector: Inspector, tenant_id: str, user_id: str) -> dict[str, Any]:
     """A user's long-term memory, index and conversations."""
     ltm = inspector.ltm
@@ -104,8 +119,16 @@ async def user_view(inspector: Inspector, tenant_id: str, user_id: str) -> dict[
         "facts": _fact_history(facts),
         "episodes": [e.model_dump(mode="json") for e in episodes],
         "events": [e.model_dump(mode="json") for e in events],
-        "index_entries": await inspector.base.index.count(tenant_id, user_id),
-        "retention_days": inspector.settings.ltm_retention_days,
+        **await _index_counts(inspector, tenant_id, user_id),
+        "retention": retention_horizon(
+            ltm.retention,
+            now=utc_now(),
+            profile=list(profile.values()),
+            facts=facts,
+            episodes=episodes,
+            events=events,
+        ),
+        "raw_trace_retention_days": inspector.settings.raw_trace_retention_days,
         "conversations": [
             {
                 "conversation_id": c.key.conversation_id,
