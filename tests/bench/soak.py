@@ -22,6 +22,16 @@ with an ErrorV1, and no innocent event: 0 innocent dead-lettered, 0 lost, 0 dupl
 
     .venv/bin/python -m tests.bench.soak --events 5000 --poison-percent 1 --kills 0 \
         --broker-restarts 0
+
+On clusters of its own (SPEC 7.2): ``--redis-cluster`` runs against a 3-master, 3-replica
+Redis Cluster (``tests/support/redis_cluster.py``) and ``--redis-failovers F`` promotes a
+random master's replica (``CLUSTER FAILOVER``) F times; ``--rabbit-cluster`` runs against a
+3-node RabbitMQ cluster (``tests/support/rabbit_cluster.py``, ``AMQP_URL`` listing the
+nodes) and ``--node-kills K`` kills a random node with SIGKILL K times, restarting it after
+``--broker-down`` seconds (the publisher stays on the first node, which is never killed).
+
+    .venv/bin/python -m tests.bench.soak --events 3000 --conversations 100 --kills 1 \
+        --broker-restarts 0 --redis-cluster --redis-failovers 2 --rabbit-cluster --node-kills 2
 """
 
 from __future__ import annotations
@@ -36,8 +46,11 @@ import random
 import tempfile
 import time
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pydantic import SecretStr
 
 from llm_bot.adapters import amqp_text
 from llm_bot.bootstrap import memory_store, redis_client
@@ -48,6 +61,8 @@ from tests.support.events import message_event, new_id
 from tests.support.harness import Integrator, Received, integrator, settings_for_test
 from tests.support.poison import POISONS
 from tests.support.processes import ConsumerProcess
+from tests.support.rabbit_cluster import RabbitClusterNodes, rabbit_cluster
+from tests.support.redis_cluster import RedisClusterNodes, redis_cluster
 from tests.support.service_control import PrivateRabbit, private_rabbit
 from tests.support.services import DEFAULT_AMQP_URL, DEFAULT_REDIS_URL, ServiceUrls
 
@@ -60,15 +75,13 @@ class Soak:
     def __init__(self, args: argparse.Namespace, settings: Settings, log_dir: Path) -> None:
         self.args, self.settings, self.log_dir = args, settings, log_dir
         self.rng = random.Random(args.seed)
-        self.user = new_id("u")
         self.convs = [new_id("c") for _ in range(args.conversations)]
+        # A user per conversation: on a Redis Cluster their keys spread over the masters.
+        self.users = {conv: new_id("u") for conv in self.convs}
         self.events = [
-            message_event(
-                tenant=TENANT, user=self.user, conversation=self.convs[i % len(self.convs)],
-                text=f"soak {i}",
-            )
-            for i in range(args.events)
-        ]  # fmt: skip
+            message_event(tenant=TENANT, user=self.users[conv], conversation=conv, text=f"soak {i}")
+            for i, conv in ((i, self.convs[i % len(self.convs)]) for i in range(args.events))
+        ]
         self.ids = [str(e["id"]) for e in self.events]
         self.by_conv: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for event in self.events:
@@ -83,6 +96,8 @@ class Soak:
         self.publish_retries = 0
         self.broker_down = False
         self.broker: PrivateRabbit | None = None
+        self.redis_nodes: RedisClusterNodes | None = None
+        self.rabbit_nodes: RabbitClusterNodes | None = None
         """The node the run stops and starts (its own), when it restarts the broker."""
         self.started = time.perf_counter()
 
@@ -92,13 +107,12 @@ class Soak:
         return [
             (
                 message_event(
-                    tenant=TENANT, user=self.user, conversation=self.rng.choice(self.convs),
-                    text=f"poison {i}",
+                    tenant=TENANT, user=self.users[conv], conversation=conv, text=f"poison {i}"
                 ),
                 kinds[i % len(kinds)][0],
             )
-            for i in range(count)
-        ]  # fmt: skip
+            for i, conv in ((i, self.rng.choice(self.convs)) for i in range(count))
+        ]
 
     def streams(self) -> list[list[Publish]]:
         """What each publisher sends in order: good events, poison at seeded points."""
@@ -166,6 +180,7 @@ class Soak:
 
     async def faults(self, client: Integrator) -> None:
         kinds = ["kill"] * self.args.kills + ["broker"] * self.args.broker_restarts
+        kinds += ["failover"] * self.args.redis_failovers + ["node"] * self.args.node_kills
         self.rng.shuffle(kinds)
         points = sorted(self.rng.uniform(0.1, 0.9) for _ in kinds)
         for kind, point in zip(kinds, points, strict=True):
@@ -180,6 +195,21 @@ class Soak:
                 self.note(f"SIGKILL {victim.log_path.name} ({backlog})")
                 proc = await self.spawn()
                 self.note(f"replacement {proc.log_path.name} ready")
+                continue
+            if kind == "failover":
+                assert self.redis_nodes is not None
+                master = self.rng.choice(self.redis_nodes.masters())
+                promoted = await asyncio.to_thread(self.redis_nodes.failover, master)
+                self.note(f"CLUSTER FAILOVER: {master} -> {promoted} ({backlog})")
+                continue
+            if kind == "node":
+                assert self.rabbit_nodes is not None
+                victim_node = self.rng.choice(self.rabbit_nodes.nodes[1:])
+                await asyncio.to_thread(self.rabbit_nodes.kill, victim_node)
+                self.note(f"SIGKILL of broker node {victim_node.node} ({backlog})")
+                await asyncio.sleep(self.args.broker_down)
+                await asyncio.to_thread(self.rabbit_nodes.restart, victim_node)
+                self.note(f"{victim_node.node} back in the cluster")
                 continue
             self.note(f"rabbitmqctl -n {self.own_broker().node} stop_app ({backlog})")
             self.broker_down, stopped = True, self.now()
@@ -208,7 +238,7 @@ class Soak:
             store = memory_store(self.settings, client)
             for conv, events in self.by_conv.items():
                 ids = [str(e["id"]) for e in events]
-                trace = await store.raw_trace(ConversationKey(TENANT, self.user, conv))
+                trace = await store.raw_trace(ConversationKey(TENANT, self.users[conv], conv))
                 users = [(m.turn, m.event_id) for m in trace if m.role == "user"]
                 replies = [(m.turn, m.event_id) for m in trace if m.role == "assistant"]
                 seen = Counter(event_id for _, event_id in users)
@@ -237,7 +267,9 @@ class Soak:
     async def forget(self) -> None:
         client = redis_client(self.settings)
         try:
-            await memory_store(self.settings, client).forget_user(TENANT, self.user)
+            store = memory_store(self.settings, client)
+            for user in self.users.values():
+                await store.forget_user(TENANT, user)
         finally:
             await client.aclose()
 
@@ -309,15 +341,45 @@ async def drive(soak: Soak, client: Integrator) -> tuple[dict[str, int], float]:
 
 async def run(args: argparse.Namespace) -> int:
     amqp_text.install()  # lets this process publish the poison's raw bytes
-    if args.broker_restarts <= 0:
-        return await run_on(args, os.environ.get("AMQP_URL", DEFAULT_AMQP_URL), None)
-    with private_rabbit() as node:
+    with contextlib.ExitStack() as stack:
+        redis_nodes = stack.enter_context(redis_cluster()) if args.redis_cluster else None
+        rabbit_nodes = stack.enter_context(rabbit_cluster()) if args.rabbit_cluster else None
+        redis_url = (
+            redis_nodes.url if redis_nodes else os.environ.get("REDIS_URL", DEFAULT_REDIS_URL)
+        )
+        clusters = Clusters(redis_nodes, rabbit_nodes)
+        if redis_nodes:
+            print(f"Redis Cluster of this run: {redis_nodes.ports}", flush=True)
+        if rabbit_nodes:
+            print(
+                f"RabbitMQ cluster of this run: {[n.node for n in rabbit_nodes.nodes]}", flush=True
+            )
+            return await run_on(args, rabbit_nodes.url, redis_url, None, clusters)
+        if args.broker_restarts <= 0:
+            amqp_url = os.environ.get("AMQP_URL", DEFAULT_AMQP_URL)
+            return await run_on(args, amqp_url, redis_url, None, clusters)
+        node = stack.enter_context(private_rabbit())
         print(f"broker restarts: on this run's own RabbitMQ node {node.node}", flush=True)
-        return await run_on(args, node.url, node)
+        return await run_on(args, node.url, redis_url, node, clusters)
+    raise AssertionError("unreachable")
 
 
-async def run_on(args: argparse.Namespace, amqp_url: str, broker: PrivateRabbit | None) -> int:
-    urls = ServiceUrls(amqp_url, os.environ.get("REDIS_URL", DEFAULT_REDIS_URL))
+@dataclass(frozen=True)
+class Clusters:
+    """The clusters of this run's own, if any."""
+
+    redis: RedisClusterNodes | None
+    rabbit: RabbitClusterNodes | None
+
+
+async def run_on(
+    args: argparse.Namespace,
+    amqp_url: str,
+    redis_url: str,
+    broker: PrivateRabbit | None,
+    clusters: Clusters,
+) -> int:
+    urls = ServiceUrls(amqp_url, redis_url)
     log_dir = Path(tempfile.mkdtemp(prefix="llm-bot-soak-"))
     pace = f"{args.rate:g} events/s" if args.rate > 0 else "all at once"
     print(f"consumer logs: {log_dir}\npublishing {args.events} events, {pace}", flush=True)
@@ -330,8 +392,12 @@ async def run_on(args: argparse.Namespace, amqp_url: str, broker: PrivateRabbit 
         )  # fmt: skip
         soak = Soak(args, settings, log_dir)
         soak.broker = broker
+        soak.redis_nodes, soak.rabbit_nodes = clusters.redis, clusters.rabbit
         try:
-            async with integrator(settings, durable=True) as client:
+            # The publisher and collector stay on the first node (never killed).
+            first_node = SecretStr(amqp_url.split(",", maxsplit=1)[0])
+            client_settings = settings.model_copy(update={"amqp_url": first_node})
+            async with integrator(client_settings, durable=True) as client:
                 end, elapsed = await drive(soak, client)
             calls = Counter(str(r.messages()[-1].get("content")) for r in fake.chat_requests())
             return await report(soak, end, calls, elapsed)
@@ -426,7 +492,17 @@ def main() -> None:
     add("--lease-seconds", type=float, default=3.0)
     add("--max-attempts", type=int, default=10)
     add("--retry-base", type=float, default=0.3)
+    add("--redis-cluster", action="store_true", help="a 3-master Redis Cluster of its own")
+    add("--redis-failovers", type=int, default=0, help="CLUSTER FAILOVERs (--redis-cluster)")
+    add("--rabbit-cluster", action="store_true", help="a 3-node RabbitMQ cluster of its own")
+    add("--node-kills", type=int, default=0, help="broker node SIGKILLs (--rabbit-cluster)")
     args = parser.parse_args()
+    if args.redis_failovers and not args.redis_cluster:
+        parser.error("--redis-failovers needs --redis-cluster")
+    if args.node_kills and not args.rabbit_cluster:
+        parser.error("--node-kills needs --rabbit-cluster")
+    if args.rabbit_cluster and args.broker_restarts:
+        parser.error("--rabbit-cluster kills nodes (--node-kills) instead of --broker-restarts")
     if args.consumers < 1 or args.events < 1 or args.conversations < 1:
         parser.error("--consumers, --events and --conversations must be at least 1")
     raise SystemExit(asyncio.run(run(args)))
