@@ -49,7 +49,7 @@ async def inspector(seeded: tuple[Settings, Seeded]) -> AsyncIterator[Inspector]
 
 async def test_login_cookie_is_httponly_and_samesite_strict(inspector: Inspector) -> None:
     """A configured key opens a session in an HttpOnly, SameSite=Strict cookie; another key
-    is refused; pages carry a CSP without script."""
+    is refused; pages carry a CSP allowing the package's own scripts only."""
     async with client_for(inspector) as client:
         assert (await login(client, "not-a-key")).status_code == 401
         response = await login(client, KEY_ALL)
@@ -59,7 +59,8 @@ async def test_login_cookie_is_httponly_and_samesite_strict(inspector: Inspector
         assert "samesite=strict" in cookie
         page = await client.get("/")
         assert page.headers["content-security-policy"] == CSP
-        assert "script-src" not in CSP
+        assert "script-src 'self';" in CSP
+        assert "unsafe-inline" not in CSP
 
 
 async def test_pages_and_json_twins_show_the_seeded_user(

@@ -1,6 +1,7 @@
 """The memory inspector in headless Chromium (Debian's ``chromium``, driven by Playwright):
 log in, find the seeded user, see the planted fact, run "why" and see it recalled with its
-scores, forget a conversation (gone on the page and in Redis); no XSS payload executes."""
+scores, forget a conversation (gone on the page and in Redis); a new turn appears on the
+conversation's page without a reload; no XSS payload executes."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from playwright.async_api import Page, async_playwright
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.inspector.access_keys import key_digest
 from llm_bot.inspector.app import create_app
+from tests.integration.test_memory_worker import say
+from tests.support.harness import bot
 from tests.support.inspector import PLANTED, inspector_for, inspector_settings, seed_user
 from tests.support.services import ServiceUrls
 
@@ -31,6 +34,7 @@ ARGS = [
     "--no-first-run",
 ]
 KEY = "browser-test-key"
+LIVE = "Is the museum open on Mondays?"
 
 
 def free_port() -> int:
@@ -75,6 +79,12 @@ async def test_find_a_user_see_why_and_forget_a_conversation(
                 # the conversation with the XSS payloads: shown as text, nothing runs
                 await page.click(f"a.conversation:text-is('{user.second.conversation_id}')")
                 assert "<script>window.pwned=1</script>" in await page.inner_text("#window")
+                # live: a turn published through the broker appears without a reload
+                await page.evaluate("() => { window.notReloaded = true; }")
+                async with bot(settings) as (_service, client):
+                    await say(client, user.second, LIVE)
+                await page.wait_for_selector(f"#window >> text={LIVE}", timeout=15_000)
+                assert await page.evaluate("() => window.notReloaded === true")
                 await page.click("#why")
                 await page.fill("#message", "Where do I live now, Chiang Mai?")
                 await page.click("#dry-run")

@@ -3,7 +3,7 @@
 Security (SPEC 7.3): a session cookie (``HttpOnly``, ``SameSite=Strict``) opened with an
 inspector key; every POST carries the session's CSRF token; a URL naming a tenant the key
 does not cover, or an id that does not match the id pattern, is 404 (the same answer as a
-tenant that does not exist: no existence oracle); a CSP without any script; no message
+tenant that does not exist: no existence oracle); a CSP without inline script (only the package's own files); no message
 text in logs.
 """
 
@@ -27,9 +27,11 @@ from llm_bot.inspector.wiring import Inspector
 from llm_bot.memory.working import ConversationKey
 
 CSP = (
-    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
-    "frame-ancestors 'none'; base-uri 'none'"
+    "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; "
+    "img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
+"""Scripts only from the package's own files (``static/live.js``): no inline script, no
+``javascript:`` URL, no event handler attribute runs."""
 MAX_MESSAGE_CHARS = 20_000
 
 
