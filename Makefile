@@ -49,6 +49,10 @@ gateway: $(STAMP) ## run the OpenAI-compatible gateway on :8000 beside `make run
 inspect: $(STAMP) ## the memory inspector in the browser on :8081 (needs LLM_BOT_INSPECTOR_KEYS: see README)
 	$(BIN)/llm-bot inspect
 
+.PHONY: screenshots
+screenshots: $(STAMP) ## README's inspector pictures (docs/images/): seeded demo data through the broker, headless Chromium
+	$(BIN)/pytest tests/screenshots
+
 .PHONY: demo
 demo: $(STAMP) ## a 7-turn conversation through RabbitMQ (with an imported earlier chat) against the built-in fake model
 	LLM_BOT_LOG_LEVEL=$${LLM_BOT_LOG_LEVEL:-warning} LLM_BOT_LOG_FORMAT=$${LLM_BOT_LOG_FORMAT:-console} $(BIN)/llm-bot demo
