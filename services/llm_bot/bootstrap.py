@@ -33,9 +33,10 @@ from llm_bot.adapters.redis_recall_index import RedisRecallIndex
 from llm_bot.adapters.redis_schedules import RedisConversationSchedule
 from llm_bot.adapters.redis_token_ledger import RedisTokenLedger
 from llm_bot.config import ConfigurationError, Settings
-from llm_bot.entrypoints.consumer import EventConsumer
-from llm_bot.entrypoints.fair_dispatch import Fairness
+from llm_bot.delivery.consumer import EventConsumer
+from llm_bot.delivery.fair_dispatch import Fairness
 from llm_bot.graph.builder import build_graph
+from llm_bot.graph.runner import GraphChatRunner
 from llm_bot.graph.state import GraphContext
 from llm_bot.memory.retention import RetentionPolicy
 from llm_bot.memory.tokens import default_token_counter
@@ -430,8 +431,8 @@ def build_service(
         stream_interval_seconds=settings.stream_interval_ms / 1000,
     )
     handler = EventHandler(
-        graph=build_graph(flows=flows is not None),
-        context=context,
+        chats=GraphChatRunner(graph=build_graph(flows=flows is not None), context=context),
+        flows=flows,
         lease=conversation_lease(settings, base.redis),
         eraser=Eraser(store=store, ltm=long_term_store(settings, base.redis), index=base.index),
         retry=retry_policy(settings),

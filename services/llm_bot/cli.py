@@ -14,17 +14,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from llm_bot.adapters.redis_keys import RedisKeys
-from llm_bot.config import ID_PATTERN, ConfigurationError, Settings, load_settings
+from llm_bot.config import ConfigurationError, Settings, load_settings
+from llm_bot.contract.identifiers import ID_PATTERN
 from llm_bot.contract.schema_export import stale_schemas, write_schemas
 from llm_bot.entrypoints import dlq_cli, memory_cli, recall_cli
 from llm_bot.entrypoints.demo import run_demo
 from llm_bot.entrypoints.gateway import run_gateway
 from llm_bot.entrypoints.run import run_consumer
-from llm_bot.entrypoints.startup import (
-    DependencyUnavailable,
-    describe_failure,
-)
+from llm_bot.entrypoints.startup import describe_failure
 from llm_bot.entrypoints.worker import run_worker
+from llm_bot.errors import DependencyUnavailable
 from llm_bot.fake_model import run_forever
 from llm_bot.gateway.api_keys import key_digest
 from llm_bot.inspector import serve as inspector_serve

@@ -20,12 +20,14 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from llm_bot.access_lists import parse_key_entries, parse_tenant_personas, parse_token_secrets
 from llm_bot.amqp_url import parse_amqp_url
-from llm_bot.memory.context import ContextBudget, default_context_budget
+from llm_bot.context_budget import ContextBudget, default_context_budget
+from llm_bot.contract.identifiers import ID_PATTERN
 from llm_bot.redis_url import parse_redis_url
 from llm_bot.token_budgets import TenantTokenBudgets
 
-ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
+__all__ = ["ID_PATTERN"]  # where the inspector imports it from; its home is contract/identifiers.py
 
 
 def _env(name: str) -> AliasChoices:
@@ -298,25 +300,19 @@ class Settings(BaseSettings):
     @field_validator("gateway_keys")
     @classmethod
     def _gateway_keys(cls, value: str) -> str:
-        from llm_bot.gateway.api_keys import ApiKeys  # noqa: PLC0415  # gateway imports config
-
-        ApiKeys.parse(value)
+        parse_key_entries(value)
         return value
 
     @field_validator("gateway_token_secrets")
     @classmethod
     def _gateway_token_secrets(cls, value: SecretStr) -> SecretStr:
-        from llm_bot.gateway.user_tokens import UserTokens  # noqa: PLC0415  # gateway imports config
-
-        UserTokens.parse_secrets(value.get_secret_value())
+        parse_token_secrets(value.get_secret_value())
         return value
 
     @field_validator("gateway_tenant_personas")
     @classmethod
     def _gateway_tenant_personas(cls, value: str) -> str:
-        from llm_bot.gateway.tenant_personas import TenantPersonas  # noqa: PLC0415  # as above
-
-        TenantPersonas.parse(value)
+        parse_tenant_personas(value)
         return value
 
     @field_validator("tenant_weights")

@@ -12,6 +12,11 @@ from typing import ClassVar
 from llm_bot.contract import ErrorCode
 
 
+class DependencyUnavailable(Exception):
+    """A service llm-bot needs is not reachable at start; ``str()`` says which and how.
+    A start-up failure, outside the delivery families below."""
+
+
 class LlmBotError(Exception):
     """Root of every error the service raises on purpose."""
 

@@ -9,11 +9,12 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from llm_bot.contract import CandidateDeltaV1, CandidateV1, ErrorV1
 from llm_bot.memory.fact_edits import FactRemoval
 from llm_bot.memory.hybrid_search import SearchQuery, Vector
 from llm_bot.memory.long_term import (
@@ -22,7 +23,7 @@ from llm_bot.memory.long_term import (
     ProfileAttribute,
     SemanticFact,
 )
-from llm_bot.memory.messages import ChatMessage, ToolCall
+from llm_bot.memory.messages import ChatMessage, PromptMessage, ToolCall
 from llm_bot.memory.recall_items import IndexEntry, SearchHit
 from llm_bot.memory.working import (
     ConversationKey,
@@ -31,13 +32,8 @@ from llm_bot.memory.working import (
     Recalled,
     WorkingMemory,
 )
+from llm_bot.token_budgets import Period
 
-if TYPE_CHECKING:  # the contract imports config, which imports ports (for PromptMessage)
-    from llm_bot.contract import CandidateDeltaV1, CandidateV1, ErrorV1
-    from llm_bot.token_budgets import Period
-
-PromptMessage = dict[str, Any]
-"""A Chat Completions message (``{"role": ..., "content": ...}``)."""
 ToolSpec = dict[str, Any]
 """A Chat Completions tool definition (``{"type": "function", "function": {...}}``)."""
 Matrix = npt.NDArray[np.float32]

@@ -91,9 +91,9 @@ from opentelemetry.trace import SpanKind
 from prometheus_client import CollectorRegistry
 from redis.asyncio.connection import AbstractConnection
 
+from llm_bot.adapters.rabbit_connection import connect_amqp_robust
 from llm_bot.adapters.rabbit_topology import Topology, declare_topology
 from llm_bot.config import Settings
-from llm_bot.entrypoints.startup import connect_amqp_robust
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.logs import configure_logging
 from tests.bench.floor import Floor, measure_floor

@@ -20,10 +20,11 @@ from aio_pika.abc import (
     AbstractRobustConnection,
 )
 
+from llm_bot.adapters.rabbit_connection import connect_amqp_robust
 from llm_bot.adapters.rabbit_topology import Topology
 from llm_bot.bootstrap import Service, Worker, build_service, build_worker
 from llm_bot.config import Settings, load_settings
-from llm_bot.entrypoints.startup import check_redis, connect_amqp_robust
+from llm_bot.entrypoints.startup import check_redis
 from tests.support.events import encode
 from tests.support.services import ServiceUrls
 

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from pamqp import commands, decode, frame, header
 
 from llm_bot.adapters import amqp_text
-from llm_bot.adapters.amqp_text import UnrepresentableTimestamp, envelope_fault, header_text
+from llm_bot.adapters.amqp_text import UnrepresentableTimestamp, envelope_fault
+from llm_bot.header_text import header_text, undecodable
 
 amqp_text.install()
 
@@ -153,7 +154,7 @@ def test_envelope_fault_names_the_part_never_the_value(
     else:
         assert found is not None
         assert found.startswith(fault)
-        assert not amqp_text.undecodable(found)
+        assert not undecodable(found)
 
 
 def test_header_text() -> None:

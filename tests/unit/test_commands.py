@@ -8,10 +8,10 @@ import pytest
 
 from llm_bot.contract import InternalEventV2
 from llm_bot.contract.messages import EventType
-from llm_bot.graph.state import ChatEvent
 from llm_bot.memory.working import ConversationKey
 from llm_bot.service.commands import (
     COMMAND_FOR,
+    ChatEvent,
     Command,
     EndConversation,
     ForgetMemory,

@@ -24,7 +24,7 @@ from llm_bot.memory.long_term import (
 )
 from llm_bot.memory.memory_block import collect_items, render_memory_block
 from llm_bot.memory.memory_message import memory_message, quote_json, read_memory
-from llm_bot.memory.messages import ChatMessage, Role, ToolCall
+from llm_bot.memory.messages import ChatMessage, PromptMessage, Role, ToolCall
 from llm_bot.memory.tokens import (
     CharEstimateCounter,
     TiktokenCounter,
@@ -32,7 +32,6 @@ from llm_bot.memory.tokens import (
     count_chat_tokens,
 )
 from llm_bot.memory.topic import RecalledRecord
-from llm_bot.ports import PromptMessage
 
 EMPTY = LongTermBundle()
 WIDE = ContextBudget(max_context_tokens=1_000_000, max_output_tokens=0, safety_margin=0)

@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from llm_bot.config import ID_PATTERN
 from llm_bot.contract import CandidateV1, ErrorV1, InternalEventV2
+from llm_bot.contract.identifiers import ID_PATTERN
 from llm_bot.contract.messages import candidate_id, derived_id
 from llm_bot.errors import InvalidEvent
 from llm_bot.service.outcomes import EventIds

@@ -30,9 +30,9 @@ from llm_bot.memory.long_term import (
     SemanticFact,
     Source,
 )
-from llm_bot.memory.messages import ChatMessage
+from llm_bot.memory.messages import ChatMessage, PromptMessage
 from llm_bot.memory.working import ConversationKey, ConversationProgress, WorkingMemory
-from llm_bot.ports import ModelReply, PromptMessage
+from llm_bot.ports import ModelReply
 from llm_bot.service.compactor import Compactor, user_scope
 from llm_bot.telemetry.metrics import Metrics
 from tests.support.in_memory import (

@@ -13,7 +13,7 @@ The narrowest fix is at those decoders: ``install()`` replaces them with total o
 
 - Short strings decode with ``surrogateescape``: lossless (the undecodable bytes become
   lone surrogates U+DC80..U+DCFF), and the encoders get the same error handler, so the
-  dead-letter copy carries the original bytes. ``undecodable`` finds such text.
+  dead-letter copy carries the original bytes. ``undecodable`` (``header_text.py``) finds such text.
 - Header values of type ``S`` that are not UTF-8 (Java clients send ``byte[]`` so) decode
   to ``bytes``, as pamqp already does, and now encode back to ``S`` (pamqp refuses
   ``bytes``, so such a delivery could not be dead-lettered with its headers).
@@ -35,6 +35,9 @@ from typing import Any
 
 from pamqp import common, decode, encode
 
+from llm_bot.header_text import header_text, undecodable
+from llm_bot.telemetry.tracing import TRACE_HEADERS
+
 _ERRORS = "surrogateescape"
 _installed = False
 
@@ -54,19 +57,6 @@ class UnrepresentableTimestamp(datetime.datetime):
         return value
 
 
-def undecodable(text: str) -> bool:
-    """True if ``text`` came from bytes that are not UTF-8 (it holds escaped bytes)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
-TRACE_HEADERS = ("traceparent", "tracestate")
-"""Headers the service reads (W3C trace context): text, or the delivery is refused."""
-
-
 def envelope_fault(properties: Mapping[str, object], headers: Mapping[str, object]) -> str | None:
     """Why a delivery's properties or headers are unusable, or None. Never shows values."""
     for name, value in properties.items():
@@ -83,18 +73,6 @@ def envelope_fault(properties: Mapping[str, object], headers: Mapping[str, objec
         value = headers.get(name)
         if value is not None and header_text(value) is None:
             return f"header {name} is not UTF-8 text"
-    return None
-
-
-def header_text(value: object) -> str | None:
-    """A header's value as text: strings, and byte strings that are UTF-8; else None."""
-    if isinstance(value, bytes | bytearray):
-        try:
-            return bytes(value).decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-    if isinstance(value, str) and not undecodable(value):
-        return value
     return None
 
 

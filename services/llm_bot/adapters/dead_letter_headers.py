@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from llm_bot.config import ID_PATTERN
+from llm_bot.contract.identifiers import ID_PATTERN
 
 MAX_PARSED_BODY_BYTES = 1024 * 1024  # larger bodies are not parsed for ids
 REPLAY_DROPPED_HEADERS = ("x-death", "x-delivery-count", "x-attempts")

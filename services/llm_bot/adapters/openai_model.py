@@ -32,8 +32,8 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
 from llm_bot.adapters.model_rate_limit import ModelRateLimiter
 from llm_bot.errors import ModelRejected, ModelTimeout, ModelUnavailable
-from llm_bot.memory.messages import ToolCall
-from llm_bot.ports import DeltaSink, ModelReply, ModelSpending, PromptMessage, ToolSpec
+from llm_bot.memory.messages import PromptMessage, ToolCall
+from llm_bot.ports import DeltaSink, ModelReply, ModelSpending, ToolSpec
 from llm_bot.telemetry.metrics import Metrics
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})

@@ -12,7 +12,10 @@ answers. With one URL (a broker, or a load balancer) it behaves as ``RobustConne
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import aio_pika
@@ -20,6 +23,7 @@ import structlog
 from aio_pika import RobustConnection
 from aio_pika.abc import AbstractConnection, AbstractRobustConnection
 from aio_pika.exceptions import CONNECTION_EXCEPTIONS
+from aiormq.exceptions import AMQPConnectionError
 from yarl import URL
 
 from llm_bot.amqp_url import hosts_of, node_order, parse_amqp_url
@@ -93,3 +97,47 @@ async def connect_first_node(
             return connection
     assert failure is not None  # noqa: S101  # AMQP_URL names at least one node
     raise failure
+
+
+CONNECT_TIMEOUT_SECONDS = 15.0
+"""A first AMQP connect that gets no answer (a firewall, a port that is not RabbitMQ's)
+fails after this long instead of hanging."""
+
+
+class AmqpNoAnswer(AMQPConnectionError):
+    """Nothing answered as RabbitMQ within ``CONNECT_TIMEOUT_SECONDS``."""
+
+
+async def connect_amqp(url: str, **options: Any) -> AbstractConnection:
+    """A connection (no reconnect) to ``AMQP_URL``'s first node that answers, with a timeout
+    per node; a failure is reported by the caller as one line."""
+    with quiet_connect_errors(), _no_answer_as_error():
+        return await connect_first_node(url, attempt_timeout=CONNECT_TIMEOUT_SECONDS, **options)
+
+
+async def connect_amqp_robust(url: str, **options: Any) -> AbstractRobustConnection:
+    """A robust connection to ``AMQP_URL`` that reconnects to the next node when its node is
+    lost, with a timeout per attempt, reported like ``connect_amqp``."""
+    with quiet_connect_errors(), _no_answer_as_error():
+        return await connect_rotating(url, attempt_timeout=CONNECT_TIMEOUT_SECONDS, **options)
+
+
+@contextlib.contextmanager
+def _no_answer_as_error() -> Iterator[None]:
+    try:
+        yield
+    except TimeoutError as exc:
+        raise AmqpNoAnswer(f"no answer within {CONNECT_TIMEOUT_SECONDS:g} s") from exc
+
+
+@contextlib.contextmanager
+def quiet_connect_errors() -> Iterator[None]:
+    """aiormq logs a failed first connect (a JSON line) before raising it; the caller
+    reports the failure itself, as one line, so that log is held back meanwhile."""
+    logger = logging.getLogger("aiormq.connection")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)

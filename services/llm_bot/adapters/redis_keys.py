@@ -13,7 +13,7 @@ import re
 import zlib
 from dataclasses import dataclass
 
-from llm_bot.config import ID_PATTERN
+from llm_bot.contract.identifiers import ID_PATTERN
 from llm_bot.memory.working import ConversationKey
 
 _ID = re.compile(ID_PATTERN)

@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from llm_bot.config import ID_PATTERN
+from llm_bot.contract.identifiers import ID_MAX_LENGTH, ID_PATTERN
 from llm_bot.contract.tools import MAX_TOOLS, CandidateToolCall, ToolDefinition
 
 Identifier = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
@@ -287,10 +287,6 @@ class MemoryJobV1(_Wire):
         None, ge=0, description="Provider-reported prompt tokens of the turn's model call."
     )
     created_at: datetime
-
-
-ID_MAX_LENGTH = 128
-"""Of every id (``ID_PATTERN``)."""
 
 
 def derived_id(prefix: str, event_id: str) -> str:

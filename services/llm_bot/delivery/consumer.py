@@ -31,16 +31,17 @@ from aiormq.exceptions import ChannelPreconditionFailed
 from opentelemetry.trace import SpanKind, Tracer
 
 from llm_bot.adapters import amqp_text
-from llm_bot.adapters.amqp_text import envelope_fault, undecodable
+from llm_bot.adapters.amqp_text import envelope_fault
 from llm_bot.adapters.held_message import HeldMessage
+from llm_bot.adapters.rabbit_connection import connect_amqp_robust
 from llm_bot.adapters.rabbit_publisher import RabbitPublisher
 from llm_bot.adapters.rabbit_replies import RabbitReplies
 from llm_bot.adapters.rabbit_topology import Topology, declare_topology
 from llm_bot.contract import CandidateV1, FlowResultV1, InternalEventV2, MemoryJobV1
-from llm_bot.entrypoints.fair_dispatch import ADMISSION_WINDOW, FairDispatcher, Fairness
-from llm_bot.entrypoints.settlements import RabbitSettlement, Settlement
-from llm_bot.entrypoints.startup import DependencyUnavailable, connect_amqp_robust
-from llm_bot.errors import PublishFailed
+from llm_bot.delivery.fair_dispatch import ADMISSION_WINDOW, FairDispatcher, Fairness
+from llm_bot.delivery.settlements import RabbitSettlement, Settlement
+from llm_bot.errors import DependencyUnavailable, PublishFailed
+from llm_bot.header_text import undecodable
 from llm_bot.memory.working import ConversationKey
 from llm_bot.service.broker_actions import (
     BrokerAction,

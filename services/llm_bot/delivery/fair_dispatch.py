@@ -29,7 +29,7 @@ from aio_pika.abc import AbstractIncomingMessage
 
 from llm_bot.adapters.held_message import HeldMessage
 from llm_bot.adapters.redis_fair_queue import Admitted, RedisFairQueue, Taken
-from llm_bot.entrypoints.settlements import ParkedSettlement, Settlement
+from llm_bot.delivery.settlements import ParkedSettlement, Settlement
 from llm_bot.errors import LlmBotError
 from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import ConversationLease

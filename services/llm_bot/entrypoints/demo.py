@@ -28,11 +28,12 @@ import aio_pika
 from aio_pika.abc import AbstractIncomingMessage
 from pydantic import SecretStr
 
+from llm_bot.adapters.rabbit_connection import connect_amqp_robust
 from llm_bot.adapters.rabbit_topology import Topology
 from llm_bot.bootstrap import build_service, build_worker
 from llm_bot.config import Settings
 from llm_bot.entrypoints.memory_cli import forget_memory, render_memory, show_memory
-from llm_bot.entrypoints.startup import check_redis, connect_amqp_robust
+from llm_bot.entrypoints.startup import check_redis
 from llm_bot.fake_model import FakeModelServer, RecordedRequest, ToolCalls
 from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
 from llm_bot.fake_model.scripts import Reply

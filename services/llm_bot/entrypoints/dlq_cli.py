@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from aio_pika.abc import AbstractConnection
 
 from llm_bot.adapters import amqp_text
+from llm_bot.adapters.rabbit_connection import connect_amqp
 from llm_bot.adapters.rabbit_dlq import (
     DeadLetter,
     DlqNotFound,
@@ -27,7 +28,6 @@ from llm_bot.adapters.rabbit_dlq import (
 )
 from llm_bot.adapters.rabbit_topology import Topology
 from llm_bot.config import Settings
-from llm_bot.entrypoints.startup import connect_amqp
 
 ERROR_TEXT_LIMIT = 200
 QUEUES = ("events", "memory")

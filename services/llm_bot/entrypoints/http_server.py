@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from llm_bot.entrypoints.startup import DependencyUnavailable
+from llm_bot.errors import DependencyUnavailable
 
 ReadinessCheck = Callable[[], Awaitable[str | None]]
 """Returns None when ready, else a short reason."""

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import gc
-import logging
 from collections.abc import Iterator
-from typing import Any
 from urllib.parse import urlsplit
 
-from aio_pika.abc import AbstractConnection, AbstractRobustConnection
 from aiormq.exceptions import (
     AMQPConnectionError,
     AuthenticationError,
@@ -20,14 +16,11 @@ from aiormq.exceptions import (
 from redis.exceptions import AuthenticationError as RedisAuthenticationError
 from redis.exceptions import AuthenticationWrongNumberOfArgsError, RedisError, ResponseError
 
-from llm_bot.adapters.rabbit_connection import connect_first_node, connect_rotating
+from llm_bot.adapters.rabbit_connection import AmqpNoAnswer
 from llm_bot.adapters.redis_connection import RedisClient
 from llm_bot.amqp_url import hosts_of
 from llm_bot.config import Settings
-
-
-class DependencyUnavailable(Exception):
-    """A service llm-bot needs is not reachable at start; ``str()`` says which and how."""
+from llm_bot.errors import DependencyUnavailable
 
 
 async def check_redis(client: RedisClient) -> None:
@@ -47,50 +40,6 @@ async def redis_readiness(client: RedisClient) -> str | None:
     except (RedisError, OSError) as exc:
         return f"redis unavailable: {type(exc).__name__}"
     return None
-
-
-CONNECT_TIMEOUT_SECONDS = 15.0
-"""A first AMQP connect that gets no answer (a firewall, a port that is not RabbitMQ's)
-fails after this long instead of hanging."""
-
-
-class AmqpNoAnswer(AMQPConnectionError):
-    """Nothing answered as RabbitMQ within ``CONNECT_TIMEOUT_SECONDS``."""
-
-
-async def connect_amqp(url: str, **options: Any) -> AbstractConnection:
-    """A connection (no reconnect) to ``AMQP_URL``'s first node that answers, with a timeout
-    per node; a failure is reported by the caller as one line."""
-    with quiet_connect_errors(), _no_answer_as_error():
-        return await connect_first_node(url, attempt_timeout=CONNECT_TIMEOUT_SECONDS, **options)
-
-
-async def connect_amqp_robust(url: str, **options: Any) -> AbstractRobustConnection:
-    """A robust connection to ``AMQP_URL`` that reconnects to the next node when its node is
-    lost, with a timeout per attempt, reported like ``connect_amqp``."""
-    with quiet_connect_errors(), _no_answer_as_error():
-        return await connect_rotating(url, attempt_timeout=CONNECT_TIMEOUT_SECONDS, **options)
-
-
-@contextlib.contextmanager
-def _no_answer_as_error() -> Iterator[None]:
-    try:
-        yield
-    except TimeoutError as exc:
-        raise AmqpNoAnswer(f"no answer within {CONNECT_TIMEOUT_SECONDS:g} s") from exc
-
-
-@contextlib.contextmanager
-def quiet_connect_errors() -> Iterator[None]:
-    """aiormq logs a failed first connect (a JSON line) before raising it; the caller
-    reports the failure itself, as one line, so that log is held back meanwhile."""
-    logger = logging.getLogger("aiormq.connection")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
 
 
 def describe_failure(exc: BaseException, settings: Settings) -> str | None:

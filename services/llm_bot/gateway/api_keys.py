@@ -14,15 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import re
 from dataclasses import dataclass
 
-from llm_bot.config import ID_PATTERN
+from llm_bot.access_lists import parse_key_entries
 from llm_bot.gateway.caller import Caller
-
-_ENTRY = re.compile(
-    r"^(?P<tenant>[^=/\s]+)(?:/(?P<user>[^=/\s]+))?=sha256:(?P<digest>[0-9a-f]{64})$"
-)
 
 
 def key_digest(key: str) -> str:
@@ -39,24 +34,12 @@ class ApiKeys:
     @classmethod
     def parse(cls, text: str) -> ApiKeys:
         """Parse ``tenant[/user]=sha256:<hex>,...``; ``ValueError`` naming the bad entry."""
-        entries: list[tuple[Caller, bytes]] = []
-        for position, raw in enumerate(text.split(","), start=1):
-            item = raw.strip()
-            if not item:
-                continue
-            match = _ENTRY.match(item)
-            if match is None:
-                raise ValueError(
-                    f"entry {position} is not tenant=sha256:<64 lowercase hex digits> or "
-                    "tenant/user=sha256:<...> (make one with: llm-bot gateway hash-key)"
-                )
-            for part in ("tenant", "user"):
-                value = match[part]
-                if value is not None and re.fullmatch(ID_PATTERN, value) is None:
-                    raise ValueError(f"entry {position}: {part} {value!r} is not a valid id")
-            caller = Caller(tenant=match["tenant"], user=match["user"])
-            entries.append((caller, bytes.fromhex(match["digest"])))
-        return cls(tuple(entries))
+        return cls(
+            tuple(
+                (Caller(tenant=tenant, user=user), digest)
+                for tenant, user, digest in parse_key_entries(text)
+            )
+        )
 
     def caller_for(self, key: str) -> Caller | None:
         """The caller whose digest matches ``key``, else None (constant time in the key)."""

@@ -33,8 +33,8 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from pydantic import ValidationError
 
-from llm_bot.config import ID_PATTERN
 from llm_bot.contract import CandidateV1, InternalEventV2
+from llm_bot.contract.identifiers import ID_PATTERN
 from llm_bot.gateway.bus import BusUnavailable, GatewayBus
 from llm_bot.gateway.credentials import Credentials
 from llm_bot.gateway.error_replies import (

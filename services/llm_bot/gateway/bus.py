@@ -36,10 +36,10 @@ from pamqp.commands import Basic
 from pydantic import ValidationError
 
 from llm_bot.adapters import amqp_text
+from llm_bot.adapters.rabbit_connection import connect_amqp_robust
 from llm_bot.adapters.rabbit_topology import Topology, declare_topology
 from llm_bot.contract import CandidateDeltaV1, CandidateV1, ErrorV1, InternalEventV2
 from llm_bot.contract.messages import candidate_id
-from llm_bot.entrypoints.startup import connect_amqp_robust
 
 log = structlog.get_logger(__name__)
 

@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from llm_bot.config import ID_PATTERN
 from llm_bot.contract import CandidateV1, ErrorV1
+from llm_bot.contract.identifiers import ID_PATTERN
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 ERROR_STATUS: dict[str, int] = {

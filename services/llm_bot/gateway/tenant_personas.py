@@ -8,13 +8,10 @@ request asked for and nothing else: it never lists which personas exist or are a
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from llm_bot.config import ID_PATTERN
-
-_PERSONA = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+from llm_bot.access_lists import parse_tenant_personas
 
 
 @dataclass(frozen=True)
@@ -26,23 +23,7 @@ class TenantPersonas:
     @classmethod
     def parse(cls, text: str) -> TenantPersonas:
         """Parse ``tenant=a|b,...``; ``ValueError`` naming the bad entry."""
-        allowed: dict[str, frozenset[str]] = {}
-        for position, raw in enumerate(text.split(","), start=1):
-            item = raw.strip()
-            if not item:
-                continue
-            tenant, sep, names = item.partition("=")
-            tenant = tenant.strip()
-            if not sep or re.fullmatch(ID_PATTERN, tenant) is None:
-                raise ValueError(f"entry {position} is not tenant=persona|persona")
-            personas = frozenset(name.strip() for name in names.split("|"))
-            bad = sorted(name for name in personas if _PERSONA.fullmatch(name) is None)
-            if bad:
-                raise ValueError(f"entry {position} ({tenant}): {bad[0]!r} is not a persona name")
-            if tenant in allowed:
-                raise ValueError(f"entry {position}: tenant {tenant!r} is named twice")
-            allowed[tenant] = personas
-        return cls(allowed)
+        return cls(parse_tenant_personas(text))
 
     def permits(self, tenant: str, persona: str | None) -> bool:
         """Whether ``tenant``'s request may name ``persona`` (naming none always may)."""

@@ -9,17 +9,27 @@ cannot be read the request goes on: the service's own check decides.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import structlog
 
 from llm_bot.errors import BudgetExceeded, LlmBotError
 from llm_bot.gateway.openai_wire import insufficient_quota
-from llm_bot.service.token_spending import TenantTokenGuard
 
 log = structlog.get_logger(__name__)
 
 
+class BudgetGuard(Protocol):
+    """Checks a tenant's token budget (``service/token_spending.py``'s ``TenantTokenGuard``,
+    wired by the gateway's entry point)."""
+
+    async def check(self, tenant_id: str) -> None:
+        """Raise ``BudgetExceeded`` when the tenant's budget is spent."""
+        ...
+
+
 class TokenQuota:
-    def __init__(self, *, guard: TenantTokenGuard) -> None:
+    def __init__(self, *, guard: BudgetGuard) -> None:
         self._guard = guard
 
     async def check(self, tenant_id: str) -> None:

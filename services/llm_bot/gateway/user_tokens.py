@@ -21,13 +21,13 @@ from typing import Any
 
 import jwt
 
-from llm_bot.config import ID_PATTERN
+from llm_bot.access_lists import parse_token_secrets
+from llm_bot.contract.identifiers import ID_PATTERN
 from llm_bot.gateway.caller import Caller
 
 ALGORITHM = "HS256"
 LEEWAY_SECONDS = 30
 """Clock skew tolerated between the minting server and the gateway."""
-MIN_SECRET_CHARS = 32
 
 
 class InvalidUserToken(Exception):
@@ -51,21 +51,7 @@ class UserTokens:
     @staticmethod
     def parse_secrets(text: str) -> tuple[tuple[str, bytes], ...]:
         """Parse ``tenant=secret,...``; ``ValueError`` naming the entry (never the secret)."""
-        entries: list[tuple[str, bytes]] = []
-        for position, raw in enumerate(text.split(","), start=1):
-            item = raw.strip()
-            if not item:
-                continue
-            tenant, sep, secret = item.partition("=")
-            if not sep or re.fullmatch(ID_PATTERN, tenant) is None:
-                raise ValueError(f"entry {position} is not tenant=secret with a valid tenant id")
-            if len(secret) < MIN_SECRET_CHARS or re.search(r"\s", secret):
-                raise ValueError(
-                    f"entry {position} ({tenant}): the secret must be at least "
-                    f"{MIN_SECRET_CHARS} characters without spaces (e.g. openssl rand -hex 32)"
-                )
-            entries.append((tenant, secret.encode()))
-        return tuple(entries)
+        return parse_token_secrets(text)
 
     def __bool__(self) -> bool:
         return bool(self.secrets)

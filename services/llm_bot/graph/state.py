@@ -6,11 +6,11 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Annotated, Literal, Protocol, TypedDict
+from typing import Annotated, Protocol, TypedDict
 
 from opentelemetry.trace import Tracer
 
-from llm_bot.contract import CandidateV1, MemoryJobV1, ToolTrace, TranscriptMessage
+from llm_bot.contract import CandidateV1, MemoryJobV1
 from llm_bot.memory.context import AssembledContext, ContextBudget
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.tokens import TokenCounter
@@ -18,32 +18,13 @@ from llm_bot.memory.tool_rounds import ToolRound
 from llm_bot.memory.window import WindowBounds, bounded_messages
 from llm_bot.memory.working import ConversationKey, Recalled
 from llm_bot.ports import ChatModel, MemoryStore, ModelReply, ReplyChannel, ToolSpec
+from llm_bot.service.chat_runs import Route
+from llm_bot.service.commands import ChatEvent
 from llm_bot.service.flow_runner import FlowRunner, FlowTurn
 from llm_bot.service.personas import Persona, PersonaCatalog, single_persona
 from llm_bot.service.retriever import Retrieval, Retriever
 from llm_bot.service.tool_catalog import ToolCatalog
 from llm_bot.telemetry.metrics import Metrics
-
-
-@dataclass(frozen=True)
-class ChatEvent:
-    """The command the graph runs on: a validated ``message``, ``transcript`` or ``tool.*``
-    event."""
-
-    event_id: str
-    type: Literal["message", "transcript", "tool.call", "tool.result"]
-    key: ConversationKey
-    created_at: datetime
-    text: str = ""
-    lang: str | None = None
-    tool: ToolTrace | None = None
-    transcript: tuple[TranscriptMessage, ...] = ()
-    tools: tuple[ToolSpec, ...] = ()
-    """Tools offered to the model with this message (Chat Completions definitions)."""
-    reply_to: str | None = None
-    """Where the reply streams (the delivery's AMQP ``reply_to``), or None."""
-    persona: str | None = None
-    """The persona ``metadata.persona`` asks for (SPEC 5.10), or None."""
 
 
 @dataclass(frozen=True)
@@ -93,13 +74,6 @@ class ToolRoundScheduler(Protocol):
     async def unschedule(self, key: ConversationKey) -> None: ...
 
 
-Route = Literal[
-    "skip", "duplicate", "tool", "tool_duplicate", "transcript", "reply", "continue", "flow"
-]
-"""``continue``: a tool result completed its round, the model is called again; ``flow``:
-the message goes to the conversation's flow (chosen by ``supervisor``)."""
-
-
 class GraphState(TypedDict, total=False):
     """State of one event's run; nodes return only the keys they change."""
 
@@ -125,3 +99,12 @@ class GraphState(TypedDict, total=False):
     """How this event is answered (chosen in ``recall``)."""
     flow_turn: FlowTurn
     """What the message did to the conversation's flow (route ``flow``)."""
+
+
+__all__ = [
+    "ChatEvent",  # re-exported: its home is service/commands.py
+    "GraphContext",
+    "GraphState",
+    "Route",  # re-exported: its home is service/chat_runs.py
+    "ToolRoundScheduler",
+]

@@ -16,9 +16,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from llm_bot.memory.fact_updates import FactAction, FactDecision
 from llm_bot.memory.long_term import SemanticFact
-from llm_bot.memory.messages import ChatMessage
+from llm_bot.memory.messages import ChatMessage, PromptMessage
 from llm_bot.memory.working import WorkingMemory
-from llm_bot.ports import PromptMessage
 
 KEEP_RAW_TURNS = 4
 SUMMARY_MAX_CHARS = 2000

@@ -32,11 +32,11 @@ bisection, so n items cost O(log n) counts, not O(n).
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
+from llm_bot.context_budget import ContextBudget, default_context_budget
 from llm_bot.memory.long_term import LongTermBundle
 from llm_bot.memory.memory_block import (
     MemoryItem,
@@ -46,36 +46,13 @@ from llm_bot.memory.memory_block import (
     render_memory_block,
 )
 from llm_bot.memory.memory_message import memory_message
-from llm_bot.memory.messages import ChatMessage
+from llm_bot.memory.messages import ChatMessage, PromptMessage
 from llm_bot.memory.shortening import shorten_middle
 from llm_bot.memory.tokens import TokenCounter
 from llm_bot.memory.tool_rounds import canonical_tool_sequence
 from llm_bot.memory.topic import RecalledRecord
-from llm_bot.ports import PromptMessage
 
 ELLIPSIS = "…"
-
-
-@dataclass(frozen=True)
-class ContextBudget:
-    """Token limits of one model call; the prompt may use :attr:`input_budget` tokens."""
-
-    max_context_tokens: int
-    max_output_tokens: int
-    safety_margin: int
-
-    def __post_init__(self) -> None:
-        if self.max_output_tokens < 0 or self.safety_margin < 0:
-            raise ValueError("max_output_tokens and safety_margin must not be negative")
-        if self.input_budget < 1:
-            raise ValueError(
-                "max_context_tokens must exceed max_output_tokens + safety_margin "
-                f"({self.max_context_tokens} <= {self.max_output_tokens} + {self.safety_margin})"
-            )
-
-    @property
-    def input_budget(self) -> int:
-        return self.max_context_tokens - self.max_output_tokens - self.safety_margin
 
 
 @dataclass(frozen=True)
@@ -103,40 +80,6 @@ class AssembledContext:
     """Messages of the window in the prompt (the current one included)."""
     shortened: bool = False
     """Whether the current message was shortened to fit."""
-
-
-_DEFAULT_MARGIN = 256
-_MODEL_LIMITS: tuple[tuple[re.Pattern[str], int, int], ...] = (
-    (re.compile(r"(chat)?gpt-4o"), 128_000, 4_096),
-    (re.compile(r"gpt-4\.1"), 128_000, 4_096),
-    (re.compile(r"gpt-4-turbo"), 128_000, 4_096),
-    (re.compile(r"o\d"), 128_000, 4_096),
-    (re.compile(r"gpt-3\.5-turbo"), 16_385, 1_024),
-)
-_UNKNOWN_LIMITS = (8_192, 1_024)
-
-
-def default_context_budget(model: str) -> ContextBudget:
-    """A sensible budget for ``model``, matched by name prefix (case-insensitive, after any
-    ``provider/`` and ``ft:`` prefix); the safety margin is always 256 tokens.
-
-    ====================================  ===========  ==========
-    model family                          max_context  max_output
-    ====================================  ===========  ==========
-    ``gpt-4o*``, ``chatgpt-4o*``          128000       4096
-    ``gpt-4.1*``                          128000       4096
-    ``gpt-4-turbo*``                      128000       4096
-    o-series (``o1*``, ``o3*``, ``o4*``)  128000       4096
-    ``gpt-3.5-turbo*``                    16385        1024
-    anything else                         8192         1024
-    ====================================  ===========  ==========
-    """
-    name = model.strip().lower().rsplit("/", 1)[-1].removeprefix("ft:")
-    context, output = next(
-        ((ctx, out) for pattern, ctx, out in _MODEL_LIMITS if pattern.match(name)),
-        _UNKNOWN_LIMITS,
-    )
-    return ContextBudget(context, output, _DEFAULT_MARGIN)
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from llm_bot.ports import PromptMessage
+from llm_bot.memory.messages import PromptMessage
 
 MEMORY_FRAMING: Final = (
     "Memory of earlier conversations with this user, quoted as JSON data "

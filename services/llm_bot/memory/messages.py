@@ -8,6 +8,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Role = Literal["system", "user", "assistant", "tool"]
 
+PromptMessage = dict[str, Any]
+"""A Chat Completions message (``{"role": ..., "content": ...}``)."""
+
 
 class ToolCall(BaseModel):
     """A tool invocation requested by the assistant."""

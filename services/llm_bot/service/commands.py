@@ -9,13 +9,35 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import get_args
+from datetime import datetime
+from typing import Literal, get_args
 
-from llm_bot.contract import InternalEventV2
+from llm_bot.contract import InternalEventV2, ToolTrace, TranscriptMessage
 from llm_bot.contract.messages import EventType
 from llm_bot.errors import InvalidEvent
-from llm_bot.graph.state import ChatEvent
 from llm_bot.memory.working import ConversationKey
+from llm_bot.ports import ToolSpec
+
+
+@dataclass(frozen=True)
+class ChatEvent:
+    """The command the graph runs on: a validated ``message``, ``transcript`` or ``tool.*``
+    event."""
+
+    event_id: str
+    type: Literal["message", "transcript", "tool.call", "tool.result"]
+    key: ConversationKey
+    created_at: datetime
+    text: str = ""
+    lang: str | None = None
+    tool: ToolTrace | None = None
+    transcript: tuple[TranscriptMessage, ...] = ()
+    tools: tuple[ToolSpec, ...] = ()
+    """Tools offered to the model with this message (Chat Completions definitions)."""
+    reply_to: str | None = None
+    """Where the reply streams (the delivery's AMQP ``reply_to``), or None."""
+    persona: str | None = None
+    """The persona ``metadata.persona`` asks for (SPEC 5.10), or None."""
 
 
 @dataclass(frozen=True)

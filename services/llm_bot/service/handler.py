@@ -19,11 +19,11 @@ import structlog
 from llm_bot.contract import InternalEventV2, MemoryJobV1
 from llm_bot.contract.messages import derived_id
 from llm_bot.errors import LlmBotError, RetryableError
-from llm_bot.graph.builder import CompiledGraph
-from llm_bot.graph.state import ChatEvent, GraphContext
 from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import ConversationLease
+from llm_bot.service.chat_runs import ChatRunner
 from llm_bot.service.commands import (
+    ChatEvent,
     Command,
     EndConversation,
     ForgetMemory,
@@ -32,6 +32,7 @@ from llm_bot.service.commands import (
 )
 from llm_bot.service.conversation_locks import ConversationLocks
 from llm_bot.service.erasure import Eraser
+from llm_bot.service.flow_runner import FlowRunner
 from llm_bot.service.outcomes import (
     DeadLetter,
     Duplicate,
@@ -84,8 +85,8 @@ class EventHandler:
     def __init__(
         self,
         *,
-        graph: CompiledGraph,
-        context: GraphContext,
+        chats: ChatRunner,
+        flows: FlowRunner | None,
         lease: ConversationLease,
         eraser: Eraser,
         retry: RetryPolicy,
@@ -94,8 +95,8 @@ class EventHandler:
         metrics: Metrics,
     ) -> None:
         self._metrics = metrics
-        self._graph = graph
-        self._context = context
+        self._chats = chats
+        self._flows = flows
         self._lease = lease
         self._eraser = eraser
         self._retry = retry
@@ -136,7 +137,7 @@ class EventHandler:
         goes (so a redelivery finds it gone and does not publish its result again). Never
         raises: a checkpoint left behind routes nothing (the flow has ended) and expires."""
         result = getattr(outcome, "flow_result", None)
-        flows = self._context.flows
+        flows = self._flows
         if result is None or flows is None:
             return
         key = ConversationKey(result.tenant_id, result.user_id, result.conversation_id)
@@ -219,27 +220,24 @@ class EventHandler:
             else self._lease.hold(command.key)
         )
         async with held as token:
-            state = await self._graph.ainvoke(
-                {"event": command, "lease_token": token}, context=self._context
-            )
-        route = state["route"]
+            run = await self._chats.run(command, token)
+        route = run.route
         if route == "skip":
             return Skipped("no prompt text")
-        flow_turn = state.get("flow_turn")
-        flow_result = flow_turn.result if flow_turn is not None else None
         if route == "duplicate":
-            return Duplicate(state.get("candidate"), job=state.get("job"), flow_result=flow_result)
+            return Duplicate(run.candidate, job=run.job, flow_result=run.flow_result)
         if route == "tool":
-            return Recorded(f"{command.type} recorded in turn {state['turn']}")
+            return Recorded(f"{command.type} recorded in turn {run.turn}")
         if route == "tool_duplicate":
             return Skipped("tool result for a call already answered")
         if route == "transcript":
             return Recorded(
-                f"transcript: {len(command.transcript)} messages recorded through turn "
-                f"{state['turn']}",
-                job=state.get("job"),
+                f"transcript: {len(command.transcript)} messages recorded through turn {run.turn}",
+                job=run.job,
             )
-        return Replied(state["candidate"], job=state.get("job"), flow_result=flow_result)
+        if run.candidate is None:
+            raise TypeError(f"the reply graph's route {route!r} made no candidate")
+        return Replied(run.candidate, job=run.job, flow_result=run.flow_result)
 
 
 def first_attempt(delivery: Delivery) -> int:

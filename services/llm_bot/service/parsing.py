@@ -8,8 +8,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from llm_bot.config import ID_PATTERN
 from llm_bot.contract import InternalEventV2
+from llm_bot.contract.identifiers import ID_PATTERN
 from llm_bot.errors import InvalidEvent
 from llm_bot.service.outcomes import EventIds
 

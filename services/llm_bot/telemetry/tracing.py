@@ -18,9 +18,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from llm_bot import __version__
-from llm_bot.adapters.amqp_text import TRACE_HEADERS, header_text
+from llm_bot.header_text import header_text
 
 TRACER_NAME = "llm_bot"
+TRACE_HEADERS = ("traceparent", "tracestate")
+"""Headers the service reads (W3C trace context): text, or the delivery is refused."""
 
 
 def build_tracer_provider(*, exporter: SpanExporter | None = None) -> TracerProvider:
