@@ -24,6 +24,7 @@ from llm_bot.adapters.rabbit_replies import RabbitReplies
 from llm_bot.adapters.rabbit_topology import Topology
 from llm_bot.adapters.redis_connection import RedisClient, connect_redis
 from llm_bot.adapters.redis_fair_queue import RedisFairQueue
+from llm_bot.adapters.redis_flow_checkpoints import RedisFlowCheckpoints
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.adapters.redis_lease import RedisConversationLease
 from llm_bot.adapters.redis_ltm import RedisLongTermStore
@@ -47,7 +48,7 @@ from llm_bot.service.compactor import Compactor
 from llm_bot.service.erasure import Eraser
 from llm_bot.service.fairness import TenantShares
 from llm_bot.service.flow_expiry import FlowExpiry
-from llm_bot.service.flow_runner import FlowRunner
+from llm_bot.service.flow_runner import FLOW_CHECKPOINT_GRACE_SECONDS, FlowRunner
 from llm_bot.service.handler import DeliveryHandler, EventHandler
 from llm_bot.service.indexer import Indexer
 from llm_bot.service.memory_jobs import MemoryJobHandler
@@ -145,10 +146,14 @@ def flow_runner(
     if not catalog.flows:
         return None
     keys = RedisKeys(prefix=settings.redis_key_prefix)
-    return FlowRunner(
-        flows=catalog.flows,
+    checkpoints = RedisFlowCheckpoints(
         client=client,
         keys=keys,
+        ttl_seconds=settings.flow_ttl_seconds + FLOW_CHECKPOINT_GRACE_SECONDS,
+    )
+    return FlowRunner(
+        flows=catalog.flows,
+        checkpoints=checkpoints,
         schedule=RedisConversationSchedule(client=client, keys=keys.flows()),
         ttl_seconds=settings.flow_ttl_seconds,
         interpreter=interpreter,

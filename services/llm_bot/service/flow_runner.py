@@ -25,13 +25,9 @@ from typing import Any, Literal, Protocol, cast
 
 import structlog
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 
-from llm_bot.adapters.redis_checkpointer import RedisCheckpointSaver
-from llm_bot.adapters.redis_connection import RedisClient
-from llm_bot.adapters.redis_erasure import current_generation
-from llm_bot.adapters.redis_errors import redis_failures_retryable
-from llm_bot.adapters.redis_keys import RedisKeys, activity_member, parse_activity_member
 from llm_bot.contract import FlowResultV1
 from llm_bot.contract.messages import flow_result_id
 from llm_bot.errors import ErasedMeanwhile, LlmBotError
@@ -53,6 +49,32 @@ INTERPRETER_INSTRUCTIONS = (
     '{"value": <the answer>} where the answer has the type the question asks for, or '
     '{"value": null} when the reply does not clearly answer the question. Never guess.'
 )
+
+
+class FlowCheckpoints(Protocol):
+    """Where conversations' flows are checkpointed, one thread per conversation
+    (``adapters/redis_flow_checkpoints.py``)."""
+
+    @property
+    def saver(self) -> BaseCheckpointSaver[str]:
+        """The flow graph's LangGraph checkpointer."""
+        ...
+
+    def thread_id(self, key: ConversationKey) -> str:
+        """The conversation's checkpoint thread."""
+        ...
+
+    async def exists(self, key: ConversationKey) -> bool:
+        """Whether the conversation has a checkpoint, without reading it."""
+        ...
+
+    async def delete(self, key: ConversationKey) -> None:
+        """Drop the conversation's checkpoint."""
+        ...
+
+    async def erasure_generation(self, key: ConversationKey) -> str:
+        """The user's erasure generation now; ``ErasedMeanwhile`` while one is erased."""
+        ...
 
 
 class ConversationSchedule(Protocol):
@@ -84,7 +106,6 @@ class FlowTurn:
     """The reply had been applied already (a redelivery): nothing changed."""
 
 
-@redis_failures_retryable
 class FlowRunner:
     """Starts, advances, finishes and expires conversations' flows."""
 
@@ -92,38 +113,32 @@ class FlowRunner:
         self,
         *,
         flows: Mapping[str, Flow],
-        client: RedisClient,
-        keys: RedisKeys,
+        checkpoints: FlowCheckpoints,
         schedule: ConversationSchedule,
         ttl_seconds: int,
         interpreter: StructuredModel | None = None,
     ) -> None:
-        """``schedule``: when each running flow expires (``RedisKeys.flows``)."""
+        """``checkpoints``: kept ``FLOW_CHECKPOINT_GRACE_SECONDS`` past ``ttl_seconds``;
+        ``schedule``: when each running flow expires (``RedisKeys.flows``)."""
         self._flows = flows
-        self._redis = client
-        self._keys = keys
+        self._checkpoints = checkpoints
         self._schedule = schedule
         self._ttl = ttl_seconds
         self._interpreter = interpreter
-        self._saver = RedisCheckpointSaver(
-            client,
-            thread_key=lambda thread: keys.flow(parse_activity_member(thread)),
-            ttl_seconds=ttl_seconds + FLOW_CHECKPOINT_GRACE_SECONDS,
-        )
         self._graph = build_flow_graph(
-            flows, self._saver, self._interpret if interpreter is not None else None
+            flows, checkpoints.saver, self._interpret if interpreter is not None else None
         )
 
     async def state(self, key: ConversationKey) -> FlowState | None:
         """The conversation's flow as last checkpointed (running or just ended), or None."""
-        snapshot = await self._graph.aget_state(_config(key))
+        snapshot = await self._graph.aget_state(self._config(key))
         return cast("FlowState", snapshot.values) if snapshot.values else None
 
     async def takes(self, key: ConversationKey, event_id: str) -> bool:
         """Whether a message goes to the conversation's flow: one is running, or this
         very event ended it (a redelivery). Most messages are in no flow: for them this is
         one ``EXISTS``, without LangGraph reading a checkpoint."""
-        if not await self._redis.exists(self._keys.flow(key)):
+        if not await self._checkpoints.exists(key):
             return False
         state = await self.state(key)
         return state is not None and (
@@ -150,11 +165,11 @@ class FlowRunner:
             after = state  # a redelivery: applied already
         elif state is not None and state["status"] == "running":
             resumed = {"event_id": event_id, "text": text, "at": at}
-            values = await self._graph.ainvoke(Command(resume=resumed), _config(key))
+            values = await self._graph.ainvoke(Command(resume=resumed), self._config(key))
             after = _state_of(values)
         elif start is not None:
             if state is not None:  # an ended flow whose finish was cut short
-                await self._saver.adelete_thread(activity_member(key))
+                await self._checkpoints.delete(key)
             after = opening(
                 self._flows[start.flow],
                 flow_id=flow_result_id(key.tenant_id, key.user_id, event_id),
@@ -163,7 +178,7 @@ class FlowRunner:
                 event_id=event_id,
                 at=at,
             )
-            await self._graph.ainvoke(after, _config(key))
+            await self._graph.ainvoke(after, self._config(key))
         else:
             raise LookupError("no flow is running and none was asked for")
         await self._refuse_if_erased(key, erasure)
@@ -190,7 +205,7 @@ class FlowRunner:
         expiry entry. Safe to repeat."""
         state = await self.state(key)
         if state is None or state["id"] == flow_id:
-            await self._saver.adelete_thread(activity_member(key))
+            await self._checkpoints.delete(key)
             await self._schedule.unschedule(key)
 
     async def expired(self, key: ConversationKey, now: datetime) -> FlowResultV1 | None:
@@ -212,14 +227,17 @@ class FlowRunner:
         """Conversations whose flow expires by ``now`` (at most ``limit``)."""
         return await self._schedule.due(now, limit)
 
+    def _config(self, key: ConversationKey) -> RunnableConfig:
+        return {"configurable": {"thread_id": self._checkpoints.thread_id(key)}}
+
     async def _refuse_if_erased(self, key: ConversationKey, erasure: str) -> None:
         try:
-            now = await current_generation(self._redis, self._keys, key.tenant_id, key.user_id)
+            now = await self._checkpoints.erasure_generation(key)
             unchanged = now == erasure
         except ErasedMeanwhile:
             unchanged = False
         if not unchanged:
-            await self._saver.adelete_thread(activity_member(key))
+            await self._checkpoints.delete(key)
             raise ErasedMeanwhile("the user's memory was erased while the flow advanced")
 
     async def _interpret(self, question: Question, text: str) -> Answer:
@@ -241,10 +259,6 @@ class FlowRunner:
         value = _json_value(reply.text)
         checked = valid_value(question, value)
         return Answer(checked) if checked is not None else NOT_ANSWERED
-
-
-def _config(key: ConversationKey) -> RunnableConfig:
-    return {"configurable": {"thread_id": activity_member(key)}}
 
 
 def _state_of(values: Mapping[str, Any]) -> FlowState:
