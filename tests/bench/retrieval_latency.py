@@ -121,7 +121,7 @@ async def one_size(client: aioredis.Redis, entries: int, queries: int) -> None:
     retriever = Retriever(
         embedder=embedder,
         index=index,
-        settings=RetrievalSettings(min_score=0.45, topic_similarity=0.85, max_items=100),
+        settings=RetrievalSettings(min_score=0.45, topic_similarity=0.85),  # the defaults
         metrics=Metrics(registry=CollectorRegistry()),
         tracer=NoOpTracerProvider().get_tracer(__name__),
     )

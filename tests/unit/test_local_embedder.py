@@ -49,6 +49,23 @@ async def test_the_port_embeds_off_the_event_loop() -> None:
     assert embedder.name == INDEX_MODEL_ID
 
 
+async def test_passages_split_across_threads_come_back_in_order() -> None:
+    """Many passages are embedded on one thread per share and reassembled in order: the
+    same vectors as one call on one thread."""
+    texts = [
+        f"Message {n}: we talked about {'camping ' * (n % 7)}and the weather." for n in range(70)
+    ]
+    one, two = LocalEmbedder(threads=1), LocalEmbedder(threads=2)
+    try:
+        alone = await one.embed(texts, purpose="passage")
+        split = await two.embed(texts, purpose="passage")
+    finally:
+        await one.aclose()
+        await two.aclose()
+    np.testing.assert_allclose(split, alone, atol=1e-5)
+    np.testing.assert_allclose(split[3], encode([texts[3]])[0], atol=1e-5)
+
+
 def test_a_model_file_that_is_not_the_pinned_one_is_refused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -110,7 +110,14 @@ def test_several_expressions_give_several_periods() -> None:
         ("How long ago did I start running?", True),
         ("ไปญี่ปุ่นเมื่อไหร่", True),
         ("เริ่มเรียนวันไหน", True),
+        ("How many days before the meeting did I attend the workshop?", True),
+        ("So when was that?", True),
+        ("What time do I wake up on Saturdays?", True),
+        ("ตื่นกี่โมง", True),
         ("What did Caroline paint?", False),
+        ("How old was I when Alex was born?", False),
+        ("What do I do when it rains?", False),
+        ("How many days a week do I run?", False),
         ("ฉันชอบอะไร", False),
     ],
 )
@@ -127,6 +134,9 @@ def test_asks_when(text: str, *, expected: bool) -> None:
         "Back in 2019 we had a dog.",
         "I started a new job two weeks ago.",
         "เมื่อวานไปตลาดมา",
+        "I wake up at 7:30 on weekdays.",
+        "The shop opens at 9 am.",
+        "ตื่นตอน 6 โมงเช้า",
     ],
 )
 def test_a_message_that_can_date_an_event_mentions_time(text: str) -> None:

@@ -14,9 +14,10 @@ Why rules and not ``dateparser``: measured 2026-11-25 (dateparser 1.5.0), its
 none), returns instants rather than periods ("in May 2022" → 30 May 2022) and costs 2-5 ms
 per message on the reply path; the forms here are the common ones and cost ~0.05 ms.
 
-:func:`asks_when` tells a question about when something happened ("When did ...?",
-"How long ago ...", "เมื่อไหร่"): what answers it is a message that can date the event,
-one that says when (:func:`mentions_time`) besides the date it was written.
+:func:`asks_when` tells a question about when something happened ("When did ...?", "What
+time ...", "How many days before ...", "เมื่อไหร่"; not "how old was I when ..."): what
+answers it is a message that can date the event, one that says when (:func:`mentions_time`:
+a date, a weekday, "yesterday", a clock time) besides the date it was written.
 """
 
 from __future__ import annotations
@@ -141,8 +142,10 @@ _DAY_WORDS = {
 }
 _DAY_WORD = re.compile(rf"(?<![a-z])({_alternatives(_DAY_WORDS)})(?![a-z])", re.IGNORECASE)
 _WHEN = re.compile(
-    r"\b(when|what (?:date|day|time|year|month)|which (?:date|day|year|month)|how long ago"
-    r"|since when)\b|เมื่อไหร่|เมื่อไร|ตอนไหน|วันไหน|วันที่เท่าไ|ปีไหน|เดือนไหน|นานแค่ไหนแล้ว",
+    r"(?:^|[.?!,;:]\s*)(?:and |so |but )?when\b"  # "When did ...?", not "how old was I when"
+    r"|\b(?:what|which) (?:date|day|time|year|month)\b|\bhow long ago\b|\bsince when\b"
+    r"|\bhow many (?:days|weeks|months|years)\b(?! (?:a|per|each|every)\b)"
+    r"|เมื่อไหร่|เมื่อไร|ตอนไหน|วันไหน|วันที่เท่าไ|ปีไหน|เดือนไหน|นานแค่ไหนแล้ว|กี่โมง",
     re.IGNORECASE,
 )
 _ANY_TIME = re.compile(
@@ -151,6 +154,7 @@ _ANY_TIME = re.compile(
         for p in (_ISO, _DAY_MONTH, _MONTH_DAY, _AGO, _LAST_UNIT, _WEEKDAY_MENTION, _DAY_WORD)
     )
     + r"|\b(?:19|20)\d\d\b|\b(?:last|next|this) (?:summer|winter|spring|fall|time)\b"
+    + r"|\b\d{1,2}(?::\d\d)?\s*(?:am|pm|a\.m\.|p\.m\.)(?!\w)|\b\d{1,2}:\d\d\b|\d\s*(?:โมง|นาฬิกา)"
     + rf"|\b(?:in|since|during|early|late|mid|until|by)[ -](?:{_MONTH})\b",
     re.IGNORECASE,
 )

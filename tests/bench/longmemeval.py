@@ -1,0 +1,277 @@
+"""Memory quality on LongMemEval: is the evidence of each question in the prompt? (SPEC 8)
+
+Run by hand (not part of ``make test``), with the dataset at a path you give (MIT license;
+never committed here; 24 questions for development are in ../shared/data/longmemeval)::
+
+    .venv/bin/python -m tests.bench.longmemeval --data ../shared/data/longmemeval/dev.json
+
+For each question, one user: every session of its haystack is imported through the broker
+as one ``transcript`` event of its own conversation (roles as given, the session's date as
+``created_at``, a second apart turn by turn), then ``conversation.end``; the memory worker
+(in process) classifies, compacts, finalizes and indexes until it is idle, then stops
+(printed: messages per second and the worker's CPU seconds per message). Then the question
+is asked as a ``message`` in a new conversation of the same user with ``created_at`` =
+``question_date``, once per input budget (``--budgets``, default 1000 2000 4000), and the
+prompt the fake model received is scored (``longmemeval_scoring.py``): the share of the
+question's evidence turns present, overall and by question type. Baseline in the same run:
+a last-N window (the most recent turns that fit the budget). Also: prompt tokens (mean,
+max, how many over budget) and the ``recall.search`` span's duration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from llm_bot.fake_model import FakeModelServer
+from llm_bot.logs import configure_logging
+from tests.bench.locomo import COUNTER, Prompts, percentile, settings_for
+from tests.bench.locomo_scoring import prompt_text
+from tests.bench.longmemeval_scoring import TYPES, Question, last_n_prompt, questions, recall_of
+from tests.bench.token_cost import settle
+from tests.support.events import message_event, new_id
+from tests.support.harness import bot, running_worker
+from tests.support.services import DEFAULT_AMQP_URL, DEFAULT_REDIS_URL, ServiceUrls
+
+TENANT = "longmemeval"
+
+
+@dataclass
+class Scores:
+    """Evidence recall of one strategy at one budget, by question type."""
+
+    by_type: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    tokens: list[int] = field(default_factory=list)
+    over_budget: int = 0
+    search_ms: list[float] = field(default_factory=list)
+
+    def add(self, kind: str, recall: float, tokens: int, budget: int) -> None:
+        self.by_type[kind].append(recall)
+        self.tokens.append(tokens)
+        self.over_budget += tokens > budget
+
+    @property
+    def overall(self) -> float:
+        values = [v for vs in self.by_type.values() for v in vs]
+        return statistics.fmean(values) if values else 0.0
+
+
+def transcript_events(question: Question, user: str) -> list[dict[str, Any]]:
+    """Each session as a ``transcript`` event and its ``conversation.end``."""
+    events: list[dict[str, Any]] = []
+    for session in question.sessions:
+        conversation = f"{question.id}-{session.id}"
+        events.append(
+            message_event(
+                tenant=TENANT,
+                user=user,
+                conversation=conversation,
+                text=None,
+                event_type="transcript",
+                created_at=session.created_at.isoformat(),
+                transcript=[
+                    {
+                        "role": turn.role,
+                        "text": turn.content,
+                        "created_at": (session.created_at + timedelta(seconds=n)).isoformat(),
+                    }
+                    for n, turn in enumerate(session.turns)
+                    if turn.content.strip()
+                ],
+            )
+        )
+        events.append(
+            message_event(
+                tenant=TENANT,
+                user=user,
+                conversation=conversation,
+                text=None,
+                event_type="conversation.end",
+            )
+        )
+    return events
+
+
+@dataclass(frozen=True)
+class Imported:
+    messages: int
+    seconds: float
+    cpu_seconds: float
+
+
+async def import_haystack(
+    urls: ServiceUrls, model: FakeModelServer, question: Question, user: str, args: Any
+) -> Imported:
+    """Every session imported and the worker settled; how long it took, CPU included."""
+    settings = settings_for(urls, model.base_url, {}, 2000, args.embeddings)
+    started, cpu = time.perf_counter(), time.process_time()
+    async with bot(settings) as (_service, client), running_worker(settings) as worker:
+        for event in transcript_events(question, user):
+            await client.publish(event)
+        await asyncio.sleep(1.0)
+        while not await settle(client, worker, args.settle_timeout):
+            print("  worker still busy...", flush=True)
+        await client.wait_for_consumers()
+    messages = sum(1 for s in question.sessions for t in s.turns if t.content.strip())
+    return Imported(messages, time.perf_counter() - started, time.process_time() - cpu)
+
+
+async def ask(  # noqa: PLR0917  # one question, the run's parts
+    urls: ServiceUrls,
+    prompts: Prompts,
+    model: FakeModelServer,
+    question: Question,
+    user: str,
+    budget: int,
+    args: Any,
+) -> Scores:
+    """The question in a new conversation of the user, at its date; the prompt scored."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    settings = settings_for(
+        urls, model.base_url, {}, budget, args.embeddings, max_items=args.max_items
+    )
+    scores = Scores()
+    async with bot(settings, tracer_provider=provider) as (_service, client):
+        event = message_event(
+            tenant=TENANT,
+            user=user,
+            conversation=new_id("q"),
+            text=question.text,
+            created_at=question.asked_at.isoformat(),
+        )
+        prompts.last = []
+        await client.publish(event)
+        await client.next_candidate(within=60)
+        model.requests.clear()
+        tokens = COUNTER.count_messages(prompts.last)
+        scores.add(question.type, recall_of(question, prompt_text(prompts.last)), tokens, budget)
+    scores.search_ms += [
+        ((s.end_time or 0) - (s.start_time or 0)) / 1e6
+        for s in exporter.get_finished_spans()
+        if s.name == "recall.search"
+    ]
+    return scores
+
+
+def last_n(question: Question, budget: int) -> Scores:
+    prompt = last_n_prompt(question, budget, COUNTER.count_messages)
+    scores = Scores()
+    tokens = COUNTER.count_messages(prompt)
+    scores.add(question.type, recall_of(question, prompt_text(prompt)), tokens, budget)
+    return scores
+
+
+def merge(parts: list[Scores]) -> Scores:
+    total = Scores()
+    for part in parts:
+        for kind, values in part.by_type.items():
+            total.by_type[kind].extend(values)
+        total.tokens += part.tokens
+        total.over_budget += part.over_budget
+        total.search_ms += part.search_ms
+    return total
+
+
+def report(results: dict[tuple[str, int], Scores], budgets: list[int]) -> None:
+    print("| strategy | budget | overall | " + " | ".join(TYPES), end="")
+    print(" | prompt tokens mean / max | over budget | recall.search p50 / p95 ms |")
+    print("|" + "---|" * (6 + len(TYPES)))
+    for strategy in ("llm-bot (retrieval)", "last-N window"):
+        for budget in budgets:
+            s = results.get((strategy, budget))
+            if s is None:
+                continue
+            cells = " | ".join(
+                f"{statistics.fmean(s.by_type[t]):.3f} ({len(s.by_type[t])})"
+                if s.by_type.get(t)
+                else "-"
+                for t in TYPES
+            )
+            tokens = f"{statistics.fmean(s.tokens):.0f} / {max(s.tokens)}" if s.tokens else "-"
+            search = (
+                f"{percentile(s.search_ms, 0.5):.1f} / {percentile(s.search_ms, 0.95):.1f}"
+                if s.search_ms
+                else "-"
+            )
+            print(
+                f"| {strategy} | {budget} | **{s.overall:.3f}** | {cells} | {tokens} | "
+                f"{s.over_budget} | {search} |"
+            )
+
+
+async def main(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:
+    configure_logging(level=args.log_level, fmt="console")
+    selected = [q for q in questions(data) if not args.only or q.id in args.only]
+    selected = selected[: args.questions or None]
+    urls = ServiceUrls(
+        amqp_url=os.environ.get("AMQP_URL", DEFAULT_AMQP_URL),
+        redis_url=os.environ.get("REDIS_URL", DEFAULT_REDIS_URL),
+    )
+    results: dict[tuple[str, int], list[Scores]] = defaultdict(list)
+    imports: list[Imported] = []
+    prompts = Prompts()
+    async with FakeModelServer(responder=prompts) as model:
+        for question in selected:
+            user = new_id("u")
+            imported = await import_haystack(urls, model, question, user, args)
+            imports.append(imported)
+            print(
+                f"{question.id} ({question.type}): {imported.messages} messages in "
+                f"{len(question.sessions)} sessions imported and settled in "
+                f"{imported.seconds:.0f} s ({imported.messages / imported.seconds:.1f} "
+                f"messages/s, {1000 * imported.cpu_seconds / imported.messages:.0f} ms CPU "
+                "per message)",
+                flush=True,
+            )
+            model.requests.clear()
+            for budget in args.budgets:
+                scores = await ask(urls, prompts, model, question, user, budget, args)
+                results[("llm-bot (retrieval)", budget)].append(scores)
+                results[("last-N window", budget)].append(last_n(question, budget))
+                print(f"  @ {budget}: {scores.overall:.3f}", flush=True)
+    messages = sum(i.messages for i in imports)
+    seconds = sum(i.seconds for i in imports)
+    cpu = sum(i.cpu_seconds for i in imports)
+    print(
+        f"\nimport: {messages} messages in {seconds:.0f} s: {messages / seconds:.1f} messages/s, "
+        f"{1000 * cpu / messages:.0f} ms CPU per message (this process: service and worker)\n"
+    )
+    report({key: merge(parts) for key, parts in results.items()}, args.budgets)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", required=True, help="LongMemEval JSON (e.g. dev.json)")
+    parser.add_argument("--budgets", type=int, nargs="+", default=[1000, 2000, 4000])
+    parser.add_argument("--embeddings", default="local", choices=["local", "openai"])
+    parser.add_argument("--only", nargs="*", help="question ids to run")
+    parser.add_argument("--questions", type=int, default=0, help="first N questions only")
+    parser.add_argument(
+        "--max-items",
+        type=int,
+        default=None,
+        help="LLM_BOT_RETRIEVAL_MAX_ITEMS (default: unset, the service's default)",
+    )
+    parser.add_argument("--settle-timeout", type=float, default=600.0)
+    parser.add_argument("--log-level", default="warning")
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    arguments = parse_args()
+    asyncio.run(main(arguments, json.loads(Path(arguments.data).read_text())))
