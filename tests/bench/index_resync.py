@@ -148,7 +148,7 @@ def _searched(registry: CollectorRegistry) -> float:
     )
 
 
-def p(values: list[float], q: float) -> float:
+def p(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100)[q - 1] * 1000 if len(values) > 2 else float("nan")
 
 

@@ -70,7 +70,7 @@ from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletionMessageParam
 
 from llm_bot.bootstrap import Worker
-from llm_bot.fake_model import FakeModelServer, RecordedRequest
+from llm_bot.fake_model import FakeModelServer, RecordedRequest, ToolCalls
 from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
 from llm_bot.logs import configure_logging
 from llm_bot.memory.classification import classification_json_schema
@@ -370,7 +370,7 @@ class Recorder:
         """Per reply request after the first: (recalled lines, lines also in the previous
         prompt's recalled section, lines of the unchanged start of the section)."""
 
-    def __call__(self, request: RecordedRequest) -> str:
+    def __call__(self, request: RecordedRequest) -> str | ToolCalls:
         messages = request.messages()
         tokens = COUNTER.count_messages(messages)
         name = schema_name(request)
@@ -394,6 +394,7 @@ class Recorder:
             self.summarizer.append(tokens)
             turns = json.loads(request.last_user_text())["turns"]
             self.summarizer_turns.append(len(set(re.findall(r"^turn (\d+) ", turns, re.M))))
+            assert isinstance(reply, str)  # the summarizer answers JSON text
             reply = self._cap(reply)
             if len(json.loads(reply)["rolling_summary"]) > SUMMARY_MAX_CHARS:
                 self.oversize_summaries += 1

@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
-import redis.asyncio as aioredis
 
+from llm_bot.adapters.redis_connection import RedisClient
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.bootstrap import progress_store, redis_client
 from llm_bot.config import Settings
 from llm_bot.entrypoints import memory_cli, recall_cli
+from tests.support.checks import key_text
 from tests.support.events import message_event, new_id
 from tests.support.harness import Integrator, bot
 from tests.support.service_control import PrivateRedis, private_redis
@@ -37,11 +38,11 @@ async def _converse(client: Integrator, tenant: str, user: str, turns: int) -> N
         await client.next_candidate()
 
 
-async def _names(redis: aioredis.Redis, pattern: str) -> set[str]:
-    return {name.decode() async for name in redis.scan_iter(match=pattern)}
+async def _names(redis: RedisClient, pattern: str) -> set[str]:
+    return {key_text(name) async for name in redis.scan_iter(match=pattern)}
 
 
-async def _command_calls(redis: aioredis.Redis, command: str) -> int:
+async def _command_calls(redis: RedisClient, command: str) -> int:
     stats = await redis.info("commandstats")
     return int(stats.get(f"cmdstat_{command}", {}).get("calls", 0))
 

@@ -24,6 +24,7 @@ from llm_bot.errors import ErasedMeanwhile
 from llm_bot.memory.long_term import NotableEvent
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.working import ConversationKey, MemoryCommit, ProcessedEvent, WorkingMemory
+from tests.support.checks import key_text
 from tests.support.events import new_id
 
 pytestmark = pytest.mark.integration
@@ -95,7 +96,7 @@ async def test_writes_read_before_an_erasure_are_refused_and_leave_no_key(
         with pytest.raises(ErasedMeanwhile):
             await write()
     scope_keys = await redis.keys(f"{settings.redis_key_prefix}:{{tguard|{key.user_id}}}:*")
-    assert [k.decode() for k in scope_keys] == [
+    assert [key_text(k) for k in scope_keys] == [
         f"{settings.redis_key_prefix}:{{tguard|{key.user_id}}}:erasure"
     ]
     assert 0 < await redis.ttl(scope_keys[0]) <= 86_400

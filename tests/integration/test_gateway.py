@@ -11,6 +11,7 @@ from typing import Any
 import aiohttp
 import openai
 import pytest
+from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -56,15 +57,21 @@ async def _streamed_text(
         stream=True,
         **extra,
     )
+    assert isinstance(stream, openai.AsyncStream)  # stream=True, whatever ``extra`` holds
     pieces: list[str] = []
     await _read_into(stream, pieces)
     return "".join(pieces)
 
 
-def _history(*texts: str) -> list[dict[str, str]]:
+def _history(*texts: str) -> list[ChatCompletionMessageParam]:
     """A client's history: alternating user/assistant, ending with the user's newest."""
-    roles = ["user", "assistant"]
-    return [{"role": roles[n % 2], "content": text} for n, text in enumerate(texts)]
+    history: list[ChatCompletionMessageParam] = []
+    for n, text in enumerate(texts):
+        if n % 2:
+            history.append({"role": "assistant", "content": text})
+        else:
+            history.append({"role": "user", "content": text})
+    return history
 
 
 async def test_non_streaming_reply_and_only_the_newest_message_is_remembered(
@@ -398,7 +405,7 @@ async def test_same_idempotency_key_in_two_tenants_at_once_stays_apart(
 
     async with bot(settings), running_gateway(settings) as gateway:
         texts = await asyncio.gather(ask("tenant_a"), ask("tenant_b"))
-    assert texts == ["echo: I am tenant_a", "echo: I am tenant_b"]
+    assert list(texts) == ["echo: I am tenant_a", "echo: I am tenant_b"]
 
 
 async def test_raw_sse_with_curl(
@@ -493,13 +500,16 @@ async def test_gateway_recovers_after_its_broker_connection_drops(
     fake_model.set_latency(0.5)
     async with bot(settings), running_gateway(settings) as gateway:
         client = sdk_client(gateway)
-        ask = {
-            "model": "llm-bot",
-            "messages": _history("hello"),
-            "user": "u1",
-            "metadata": {"conversation_id": "c1"},
-        }
-        waiting = asyncio.create_task(client.chat.completions.create(**ask))
+
+        async def ask() -> ChatCompletion:
+            return await client.chat.completions.create(
+                model="llm-bot",
+                messages=_history("hello"),
+                user="u1",
+                metadata={"conversation_id": "c1"},
+            )
+
+        waiting = asyncio.create_task(ask())
         await asyncio.sleep(0.2)
         connection = gateway.bus._connection  # the test breaks it on purpose
         assert connection is not None
@@ -514,6 +524,6 @@ async def test_gateway_recovers_after_its_broker_connection_drops(
             while gateway.bus.readiness() is not None:
                 await asyncio.sleep(0.1)
         fake_model.set_latency(0)
-        again = await client.chat.completions.create(**ask)
+        again = await ask()
         assert again.choices[0].message.content == "echo: hello"
         await client.close()

@@ -9,6 +9,7 @@ import pytest
 from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.memory.working import ConversationKey
+from tests.support.checks import key_bytes
 from tests.support.events import message_event, new_id
 from tests.support.harness import bot
 
@@ -55,7 +56,7 @@ async def test_memory_forget_erases_the_user_in_the_tenant_and_nothing_else(
             )
             await client.next_candidate()
         prefix = service.settings.redis_key_prefix
-        before = set(await service.redis.keys(f"{prefix}:*"))
+        before = {key_bytes(k) for k in await service.redis.keys(f"{prefix}:*")}
         forget = message_event(
             tenant="tf_a", user=user, conversation="*", text=None, event_type="memory.forget"
         )
@@ -64,7 +65,7 @@ async def test_memory_forget_erases_the_user_in_the_tenant_and_nothing_else(
             message_event(tenant="tf_b", user=user, conversation=new_id("c"), text="sync")
         )
         await client.next_candidate()
-        after = set(await service.redis.keys(f"{prefix}:*"))
+        after = {key_bytes(k) for k in await service.redis.keys(f"{prefix}:*")}
     erased = {k for k in before if k.startswith(f"{prefix}:{{tf_a|{user}}}".encode())}
     assert erased
     assert erased.isdisjoint(after)

@@ -7,6 +7,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -17,7 +18,7 @@ from llm_bot.fake_model import FakeModelServer, Fault, RecordedRequest
 from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
 from llm_bot.memory.working import ConversationKey
 from llm_bot.service.idle_sweep import sweep_once
-from tests.support.checks import activity_members
+from tests.support.checks import activity_members, key_bytes, key_text
 from tests.support.events import conversation_event, message_event, new_id
 from tests.support.harness import (
     TEST_KEY_PREFIX,
@@ -49,7 +50,7 @@ def memory_settings(
     return factory
 
 
-async def say(client: Integrator, key: ConversationKey, text: str) -> dict[str, object]:
+async def say(client: Integrator, key: ConversationKey, text: str) -> dict[str, Any]:
     event = message_event(
         tenant=key.tenant_id, user=key.user_id, conversation=key.conversation_id, text=text
     )
@@ -158,7 +159,7 @@ async def test_forget_erases_long_term_memory_of_that_user_only(
             await say(client, key, "my name is Bob")
             await client.publish(conversation_event(key, None, event_type="conversation.end"))
         await settled(client)
-        before = set(await service.redis.keys(f"{prefix}:*"))
+        before = {key_bytes(k) for k in await service.redis.keys(f"{prefix}:*")}
         mine = {k for k in before if k.startswith(f"{prefix}:{{tfg|{user}}}".encode())}
         assert any(b":ltm:" in k for k in mine)
         await client.publish(
@@ -167,7 +168,7 @@ async def test_forget_erases_long_term_memory_of_that_user_only(
             )
         )
         await say(client, keys[1], "sync")
-        after = set(await service.redis.keys(f"{prefix}:*"))
+        after = {key_bytes(k) for k in await service.redis.keys(f"{prefix}:*")}
         activity = await activity_members(service.redis, prefix)
     assert mine.isdisjoint(after)
     assert (before - mine) <= after
@@ -289,7 +290,7 @@ async def test_forget_during_a_compaction(
         async with asyncio.timeout(20):  # the finalize job finishes after its retry
             while registry.get_sample_value("llmbot_events_in_flight"):
                 await asyncio.sleep(0.05)
-        left = {k.decode() for k in await service.redis.keys(f"{prefix}:{{tfr|{user}}}:*")}
+        left = {key_text(k) for k in await service.redis.keys(f"{prefix}:{{tfr|{user}}}:*")}
         activity = await activity_members(service.redis, prefix)
         episodes = await worker.ltm.episodes("tfr", user)
     assert registry.get_sample_value("llmbot_events_total", {"outcome": "retried"})

@@ -68,7 +68,7 @@ async def test_a_big_index_loads_in_pages_and_every_entry_is_found(
         pages += 1
         await sleep(delay)
 
-    monkeypatch.setattr(redis_recall_index.asyncio, "sleep", counting_sleep)
+    monkeypatch.setattr(asyncio, "sleep", counting_sleep)  # as the index sees it
     first = await index.search(tenant, user, query("topic0"), model=MODEL)
     last = await index.search(tenant, user, query(f"topic{ENTRIES - 1}"), model=MODEL)
     assert first[0].entry.id == "m|c1|e0"

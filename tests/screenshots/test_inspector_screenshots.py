@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import uvicorn
-from playwright.async_api import async_playwright
+from playwright.async_api import ViewportSize, async_playwright
 
 from llm_bot.inspector.access_keys import key_digest
 from llm_bot.inspector.app import create_app
@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
 IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
 KEY = "screenshot-key"
-VIEWPORT = {"width": 1200, "height": 900}
+VIEWPORT: ViewportSize = {"width": 1200, "height": 900}
 
 
 async def test_screenshots_of_the_user_page_and_why(service_urls: ServiceUrls) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from collections.abc import Iterable
+from typing import cast
 
 from llm_bot.adapters.redis_connection import RedisClient
 from llm_bot.adapters.redis_keys import RedisKeys
@@ -12,6 +13,16 @@ from llm_bot.bootstrap import memory_store, redis_client
 from llm_bot.config import Settings
 from llm_bot.memory.working import ConversationKey
 from tests.support.harness import Integrator, Received
+
+
+def key_bytes(key: bytes | str) -> bytes:
+    """A Redis key as the service's clients return it (bytes), whatever the stubs say."""
+    return key if isinstance(key, bytes) else key.encode()
+
+
+def key_text(key: bytes | str) -> str:
+    """A Redis key as text."""
+    return key.decode() if isinstance(key, bytes) else key
 
 
 async def collect_candidates(
@@ -72,6 +83,7 @@ async def activity_members(client: RedisClient, prefix: str) -> dict[str, float]
     """Every member of the activity schedule (all its shards) with its score."""
     members: dict[str, float] = {}
     for name in RedisKeys(prefix=prefix).activity().every:
-        for member, score in await client.zrange(name, 0, -1, withscores=True):
+        rows = cast("list[tuple[bytes, float]]", await client.zrange(name, 0, -1, withscores=True))
+        for member, score in rows:
             members[member.decode()] = float(score)
     return members

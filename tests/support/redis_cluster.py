@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -94,8 +95,8 @@ class RedisClusterNodes:
     def master_of(self, key: str) -> int:
         """The port of the master serving ``key``'s slot now."""
         client = self.client(self.ports[0])
-        slot = int(client.execute_command("CLUSTER", "KEYSLOT", key))
-        for start, end, master, *_ in client.execute_command("CLUSTER", "SLOTS"):
+        slot = int(_command(client, "CLUSTER", "KEYSLOT", key))
+        for start, end, master, *_ in _command(client, "CLUSTER", "SLOTS"):
             if int(start) <= slot <= int(end):
                 return int(master[1])
         raise LookupError(f"slot {slot} is not served")
@@ -122,7 +123,7 @@ class RedisClusterNodes:
         """Promote the replica of ``master_port`` (a manual ``CLUSTER FAILOVER``); returns the
         new master's port once every node sees it."""
         replica = self.replica_of(master_port)
-        self.client(replica).execute_command("CLUSTER", "FAILOVER")
+        _command(self.client(replica), "CLUSTER", "FAILOVER")
         _wait("the failover", lambda: self._role(replica) == "master", 20)
         _wait("the cluster to settle after the failover", self._settled, 30)
         return replica
@@ -133,7 +134,7 @@ class RedisClusterNodes:
     def _settled(self) -> bool:
         with contextlib.suppress(redis.RedisError):
             for port in self.ports:
-                info = self.client(port).execute_command("CLUSTER", "INFO")
+                info = _command(self.client(port), "CLUSTER", "INFO")
                 text = info.decode() if isinstance(info, bytes) else str(info)
                 if "cluster_state:ok" not in text:
                     return False
@@ -145,6 +146,12 @@ class RedisClusterNodes:
             if process.poll() is None:
                 process.kill()
                 process.wait(timeout=10)
+
+
+def _command(client: redis.Redis, *args: str) -> Any:
+    """``client.execute_command(*args)``, which redis-py leaves unannotated."""
+    execute: Callable[..., Any] = client.execute_command
+    return execute(*args)
 
 
 def _free_cluster_port() -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import os
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -88,10 +89,11 @@ def test_any_content_header_decodes_and_encodes_back_to_its_bytes(
 ) -> None:
     """Fuzz: any bytes in short strings, header names, header values and timestamps."""
     stamp = decode.TABLE_MAPPING[b"T"](timestamp.to_bytes(8, "big"))[1]
+    wired: dict[str, Any] = {name: _wire(value) for name, value in texts.items()}
     properties = commands.Basic.Properties(
         headers=_timestamps(headers),  # type: ignore[arg-type]
         timestamp=stamp,  # type: ignore[arg-type]
-        **{name: _wire(value) for name, value in texts.items()},
+        **wired,
     )
     first = frame.marshal(header.ContentHeader(0, 3, properties), 1)
     decoded = _round_trip(properties)

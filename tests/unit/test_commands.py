@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import get_args
+from typing import Any, get_args
 
 import pytest
 
@@ -21,7 +21,7 @@ from llm_bot.service.commands import (
 from tests.support.events import message_event
 
 
-def _event(event_type: str, **extra: object) -> InternalEventV2:
+def _event(event_type: str, **extra: Any) -> InternalEventV2:
     conversation = "*" if event_type == "memory.forget" else "c1"
     body = message_event(
         tenant="t", user="u", conversation=conversation, text="hi", event_type=event_type, **extra

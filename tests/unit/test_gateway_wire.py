@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, MutableMapping
 from typing import Any
 
 import pytest
@@ -185,7 +185,7 @@ async def test_a_stream_whose_client_left_before_its_body_started_still_closes()
     async def receive() -> dict[str, Any]:
         return {"type": "http.disconnect"}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         raise OSError("the client is gone")
 
     response = ClosingStream(body(), on_close=on_close, media_type="text/event-stream", headers={})

@@ -17,7 +17,7 @@ import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 
 from llm_bot.adapters.rabbit_topology import Topology
-from llm_bot.config import Settings
+from llm_bot.config import Settings, load_settings
 from llm_bot.telemetry.gateway_metrics import GatewayMetrics
 from llm_bot.telemetry.metrics import Metrics
 
@@ -283,7 +283,7 @@ def test_configmap_has_every_llm_bot_setting_at_its_default() -> None:
         assert re.search(rf"^\s*# {alias}: ", text, re.MULTILINE), f"{alias} is not documented"
     expected = llm_bot - unset
     assert expected - set(data) == set(), "missing from configmap.yaml"
-    settings = Settings(**{alias: data[alias] for alias in expected})
+    settings = load_settings(**{alias: data[alias] for alias in expected})
     for alias in sorted(expected):
         field = aliases[alias]
         assert getattr(settings, field) == Settings.model_fields[field].default, alias

@@ -267,7 +267,7 @@ async def _compact_both(*, user_exclusive: bool) -> tuple[dict[str, SemanticFact
         return await compactor.compact(key, erasure=NO_ERASURE, token_pressure=False, finalize=True)
 
     folded = await asyncio.gather(compact(KEY_A), compact(KEY_B))
-    assert folded == [(1,), (1,)]
+    assert list(folded) == [(1,), (1,)]
     assert all(progress.progress[key].compacted_through == 1 for key in (KEY_A, KEY_B))
     assert all(PARIS.id in prompt for prompt in summarizer.prompts.values())  # both saw it
     return dict(store.items[("t", "u", "facts")]), race

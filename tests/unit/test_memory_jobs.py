@@ -64,7 +64,7 @@ def _handler(progress: InMemoryProgress, *, attempts: int = 3) -> MemoryJobHandl
 def _delivery(job_id: str = "job_evt_1", kind: str = "turn") -> Delivery:
     job = MemoryJobV1(
         id=job_id,
-        kind=kind,  # type: ignore[arg-type]
+        kind=kind,
         tenant_id=KEY.tenant_id,
         user_id=KEY.user_id,
         conversation_id=KEY.conversation_id,

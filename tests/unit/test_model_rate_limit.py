@@ -6,7 +6,7 @@ import asyncio
 import time
 from datetime import UTC, datetime
 
-import httpx
+import httpx2
 import openai
 import pytest
 from prometheus_client import CollectorRegistry
@@ -18,8 +18,8 @@ from llm_bot.telemetry.metrics import Metrics
 
 def _refusal(retry_after: float | None) -> openai.RateLimitError:
     headers = {} if retry_after is None else {"retry-after": f"{retry_after:g}"}
-    response = httpx.Response(
-        429, headers=headers, request=httpx.Request("POST", "http://model/v1/chat/completions")
+    response = httpx2.Response(  # the openai SDK's own httpx (a fork)
+        429, headers=headers, request=httpx2.Request("POST", "http://model/v1/chat/completions")
     )
     return openai.RateLimitError("rate limited", response=response, body=None)
 

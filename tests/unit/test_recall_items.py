@@ -15,7 +15,7 @@ from llm_bot.memory.recall_items import (
 def message(content: str, *, name: str | None = None, role: str = "user") -> ChatMessage:
     return ChatMessage(
         id="evt1:user",
-        role=role,  # type: ignore[arg-type]
+        role=role,
         content=content,
         created_at="2023-05-08T13:56:00+00:00",
         turn=3,

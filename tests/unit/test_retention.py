@@ -236,7 +236,7 @@ def test_retention_counts_from_when_memory_was_recorded_not_from_when_it_happene
     """Imported history of long ago is kept as long as live memory: an episode or event
     about day 1 recorded on day 20 lives from day 20; without ``recorded_at`` (stored before
     the field existed), from its ``created_at``."""
-    imported = [
+    imported: list[SemanticFact | EpisodicSummary | NotableEvent] = [
         episode("ep", day(1)).model_copy(update={"recorded_at": day(20)}),
         event("ev", day(1)).model_copy(update={"recorded_at": day(20)}),
         episode("legacy", day(1)),

@@ -8,8 +8,8 @@ from prometheus_client import CollectorRegistry
 
 from llm_bot.contract import MemoryJobV1
 from llm_bot.memory.working import ConversationKey
-from llm_bot.service.idle_sweep import SWEEP_BATCH, sweep_forever, sweep_once
-from llm_bot.service.sweep_drain import drain_due
+from llm_bot.service.idle_sweep import sweep_forever, sweep_once
+from llm_bot.service.sweep_drain import SWEEP_BATCH, drain_due
 from llm_bot.telemetry.metrics import Metrics
 from tests.support.in_memory import InMemoryProgress
 

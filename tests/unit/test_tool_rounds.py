@@ -27,7 +27,7 @@ def msg(
 ) -> ChatMessage:
     return ChatMessage(
         id=f"m{n}",
-        role=role,  # type: ignore[arg-type]
+        role=role,
         content="" if calls else f"text {n}",
         created_at=T,
         turn=1 + n // 10,

@@ -74,7 +74,7 @@ def test_bad_transcripts_are_invalid(bad: dict[str, Any]) -> None:
 
 
 def spoken(*pairs: tuple[str, str]) -> list[TranscriptMessage]:
-    return [TranscriptMessage(role=role, text=text) for role, text in pairs]  # type: ignore[arg-type]
+    return [TranscriptMessage(role=role, text=text) for role, text in pairs]
 
 
 def test_each_user_message_starts_a_turn_and_replies_join_it() -> None:

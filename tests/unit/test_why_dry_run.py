@@ -84,7 +84,7 @@ def context(memory: FakeMemory, index: FakeIndex, *, input_budget: int) -> Graph
         tracer=NoOpTracer(),
     )
     return GraphContext(
-        memory=memory,  # type: ignore[arg-type]  # load-only fake
+        memory=memory,  # a load-only fake
         model=None,  # type: ignore[arg-type]  # never called
         model_name="fake-model",
         bounds=WindowBounds(50, 100_000),
@@ -104,7 +104,7 @@ def window() -> WorkingMemory:
         messages=tuple(
             ChatMessage(
                 id=f"w{i}",
-                role=role,  # type: ignore[arg-type]
+                role=role,
                 content=text,
                 created_at="2025-07-30T09:00:00+00:00",
                 turn=1,
