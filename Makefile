@@ -9,8 +9,8 @@ STAMP := $(VENV)/.installed
 
 .PHONY: help
 help: ## list the targets
-	@grep -hE '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | sort | \
-		awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z][a-z0-9-]*:.*## ' $(MAKEFILE_LIST) | sort | \
+		awk -F':.*## ' '{printf "  make %-17s %s\n", $$1, $$2}'
 
 LOCK := requirements.lock
 RUNTIME_LOCK := requirements-runtime.lock
@@ -66,16 +66,25 @@ test: $(STAMP) ## run the whole suite against real RabbitMQ and Redis
 	$(BIN)/pytest
 
 .PHONY: test-unit
-test-unit: $(STAMP) ## unit tests only (no services needed)
-	$(BIN)/pytest tests/unit
+test-unit: $(STAMP) ## unit tests: no RabbitMQ, Redis or promtool needed (the infra-marked ones are left to infra-check)
+	$(BIN)/pytest tests/unit -m "not infra"
+
+.PHONY: test-integration
+test-integration: $(STAMP) ## integration tests against real RabbitMQ and Redis (the service in-process)
+	$(BIN)/pytest tests/integration
+
+.PHONY: test-e2e
+test-e2e: $(STAMP) ## end-to-end tests: llm-bot run / worker as processes, driven through the broker
+	$(BIN)/pytest tests/e2e
 
 .PHONY: infra-check
-infra-check: ## validate infra/: promtool on alert rules, their tests and prometheus.yml; compose and kustomize when installed
+infra-check: $(STAMP) ## validate infra/: promtool on alert rules, their tests, prometheus.yml and the dashboard's queries; compose and kustomize when installed
 	@command -v promtool >/dev/null 2>&1 || { \
 		echo "promtool is missing: install Debian's prometheus package (apt-get install -y prometheus)"; exit 1; }
 	promtool check rules infra/prometheus/alerts.yml
 	promtool test rules infra/prometheus/tests.yml
 	promtool check config infra/prometheus/prometheus.yml
+	$(BIN)/pytest tests/unit -m infra
 	@if docker compose version >/dev/null 2>&1; then \
 		echo "docker compose -f infra/compose.yaml config -q"; \
 		docker compose -f infra/compose.yaml config -q; \

@@ -484,24 +484,28 @@ def test_alert_rules_have_severity_summary_description_and_runbook() -> None:
         assert {"summary", "description", "runbook"} <= set(rule["annotations"])
 
 
+@pytest.mark.infra
 def test_promtool_check_rules_accepts_the_alert_rules() -> None:
     """promtool check rules passes on infra/prometheus/alerts.yml."""
     result = _promtool("check", "rules", str(PROMETHEUS / "alerts.yml"))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.infra
 def test_promtool_test_rules_passes_the_alert_unit_tests() -> None:
     """promtool test rules passes infra/prometheus/tests.yml (alerts fire, and only then)."""
     result = _promtool("test", "rules", str(PROMETHEUS / "tests.yml"))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.infra
 def test_promtool_check_config_accepts_the_prometheus_config() -> None:
     """promtool check config passes on prometheus.yml, its rule file included."""
     result = _promtool("check", "config", str(PROMETHEUS / "prometheus.yml"))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.infra
 def test_dashboard_queries_are_valid_promql(tmp_path: Path) -> None:
     """Every dashboard query parses as PromQL (checked by promtool as recording rules)."""
     rules = [
