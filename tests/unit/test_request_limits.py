@@ -19,16 +19,27 @@ class Clock:
 def test_a_key_past_its_requests_per_minute_waits_for_the_next_window() -> None:
     clock = Clock()
     limits = RequestLimits(LimitSettings(key_requests_per_minute=2), clock=clock)
-    limits.admit("k", "t", "u1")
+    limits.attempt("k")
     clock.now += 10
-    limits.admit("k", "t", "u2")
+    limits.attempt("k")
     with pytest.raises(WireError) as refused:
-        limits.admit("k", "t", "u3")
+        limits.attempt("k")
     assert (refused.value.status, refused.value.code) == (429, "rate_limit_exceeded")
     assert refused.value.retry_after == 50
-    limits.admit("other key", "t", "u3")  # another key is counted apart
+    assert "this key" in refused.value.message
+    limits.attempt("other key")  # another key is counted apart
     clock.now += 50
-    limits.admit("k", "t", "u3")  # a new window
+    limits.attempt("k")  # a new window
+
+
+def test_a_user_past_its_requests_per_minute_is_refused_whatever_the_key() -> None:
+    limits = RequestLimits(LimitSettings(user_requests_per_minute=2), clock=Clock())
+    limits.admit("k1", "t", "u")
+    limits.admit("k2", "t", "u")
+    with pytest.raises(WireError) as refused:
+        limits.admit("k3", "t", "u")
+    assert "this user" in refused.value.message
+    limits.admit("k3", "t", "another user")
 
 
 def test_a_user_past_its_in_flight_cap_is_refused_until_one_ends() -> None:
@@ -48,15 +59,23 @@ def test_a_user_past_its_in_flight_cap_is_refused_until_one_ends() -> None:
         limits.admit("k4", "t", "u")
 
 
-def test_a_refused_request_counts_against_nothing() -> None:
+def test_a_keys_refused_attempts_count_and_a_users_refusals_do_not() -> None:
+    """A key hammering past its limit stays refused (its attempts count, refused or not);
+    a request refused for the user's limits leaves the user's counts as they were."""
     limits = RequestLimits(
-        LimitSettings(key_requests_per_minute=1, user_in_flight=5), clock=Clock()
+        LimitSettings(key_requests_per_minute=3, user_in_flight=1), clock=Clock()
     )
+    limits.attempt("k")
+    release = limits.admit("k", "t", "u")
+    limits.attempt("k")
+    with pytest.raises(WireError):
+        limits.admit("k", "t", "u")  # in flight: refused, not counted for the user
+    release()
+    limits.attempt("k")
     limits.admit("k", "t", "u")
     for _ in range(3):
         with pytest.raises(WireError):
-            limits.admit("k", "t", "u")
-    assert limits.admit("k2", "t", "u")  # the user's in-flight count holds one request
+            limits.attempt("k")
 
 
 def test_zero_is_no_limit_and_keys_are_known_by_a_digest() -> None:

@@ -18,6 +18,7 @@ reads internal error text (a provider's, a broker's, an exception's): that goes 
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 import uuid
@@ -59,6 +60,12 @@ from llm_bot.telemetry.gateway_metrics import GatewayMetrics
 from llm_bot.telemetry.tracing import inject_context
 
 log = structlog.get_logger(__name__)
+
+REFUSAL_DELAY_SECONDS = 1.0
+"""A request refused for a rate limit is answered after this long (its connection is
+held, nothing else): a client that loops on 429 without honouring ``Retry-After`` makes
+one request a second per connection instead of thousands, and its refusals stop costing
+the gateway's one event loop what other clients need (tests/bench/gateway_probes.py)."""
 
 
 @dataclass(frozen=True)
@@ -139,14 +146,14 @@ class _Completions:
         try:
             authorization = request.headers.get("authorization", "")
             caller = self._settings.credentials.caller(authorization)
+            key = key_id(authorization)
+            self._settings.limits.attempt(key)  # before the body: a flood costs little
             headers = {k.lower(): v for k, v in request.headers.items()}
             body = await json_body(request, self._settings.max_body_bytes)
             chat = parse_request(body, headers, bound_user=caller.user)
             stream = chat.stream
             _check_persona(chat, caller.tenant, self._settings.personas)
-            release = self._settings.limits.admit(
-                key_id(authorization), caller.tenant, chat.user_id
-            )
+            release = self._settings.limits.admit(key, caller.tenant, chat.user_id)
             if self._settings.quota is not None:
                 await self._settings.quota.check(caller.tenant)
             event = _event(chat, caller.tenant, headers)
@@ -154,6 +161,8 @@ class _Completions:
             return await self._answer(chat, event, span, started, request_id, release=release)
         except WireError as exc:
             self._finish(span, started, stream, exc.status, release=release)
+            if exc.code == "rate_limit_exceeded":
+                await asyncio.sleep(REFUSAL_DELAY_SECONDS)  # a client looping on 429s slows
             return error_response(exc, request_id)
         except Exception:
             log.exception("gateway.request_failed", request_id=request_id, status=500)

@@ -55,4 +55,6 @@ def error_response(error: WireError, request_id: str) -> JSONResponse:
         headers["WWW-Authenticate"] = "Bearer"
     if error.retry_after is not None:
         headers["Retry-After"] = str(error.retry_after)
+    if error.status == 413:  # close rather than read the rest of a body refused unread
+        headers["Connection"] = "close"
     return JSONResponse(error.body(request_id), status_code=error.status, headers=headers)

@@ -8,6 +8,7 @@ import json
 import re
 from typing import Any
 
+import numpy as np
 from fastapi import Request
 
 from llm_bot.gateway.openai_wire import WireError
@@ -34,7 +35,7 @@ async def json_body(request: Request, limit: int) -> Any:
         raise WireError(
             408, f"the request body did not arrive within {BODY_READ_SECONDS:g} s"
         ) from None
-    if nesting(raw) > MAX_JSON_DEPTH:
+    if nesting(raw, stop_above=MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
         raise WireError(400, f"the request body nests deeper than {MAX_JSON_DEPTH} levels")
     try:
         return json.loads(raw)
@@ -42,18 +43,27 @@ async def json_body(request: Request, limit: int) -> Any:
         raise WireError(400, f"the request body is not JSON: {exc}") from exc
 
 
-_OPENERS = re.compile(rb'[\[{]|[\]}]|"(?:[^"\\]|\\.)*"')
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_CHUNK = 1 << 16
+_STEP = np.zeros(256, dtype=np.int8)
+_STEP[list(b"[{")] = 1
+_STEP[list(b"]}")] = -1
 
 
-def nesting(raw: bytes | bytearray) -> int:
+def nesting(raw: bytes | bytearray, *, stop_above: int | None = None) -> int:
     """The deepest nesting of arrays and objects in JSON text (strings skipped), found
-    before parsing: a parser recursing into a deep body is what this keeps away."""
+    before parsing: a parser recursing into a deep body is what this keeps away. Done in C
+    (a regex blanking the strings, then numpy over the bytes, 64 KiB at a time): a body
+    full of brackets costs a millisecond or two, not a Python loop per bracket. With
+    ``stop_above``, returns as soon as the depth passes it."""
+    if b"[" not in raw and b"{" not in raw:
+        return 0
+    steps = _STEP[np.frombuffer(_STRINGS.sub(b'""', raw), dtype=np.uint8)]
     depth = deepest = 0
-    for match in _OPENERS.finditer(raw):
-        token = match.group()
-        if token in (b"[", b"{"):
-            depth += 1
-            deepest = max(deepest, depth)
-        elif token in (b"]", b"}"):
-            depth -= 1
-    return deepest
+    for start in range(0, len(steps), _CHUNK):
+        levels = np.cumsum(steps[start : start + _CHUNK], dtype=np.int32) + depth
+        deepest = max(deepest, int(levels.max()))
+        if stop_above is not None and deepest > stop_above:
+            break
+        depth = int(levels[-1])
+    return max(0, deepest)

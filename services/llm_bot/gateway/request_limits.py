@@ -4,7 +4,9 @@ flight, each refused with an OpenAI-style 429 ``rate_limit_exceeded`` and ``Retr
 A key is the credential presented (an API key or a user token, known here by a digest of
 it); a user is the tenant and user id the request acts as. Rates are counted in fixed
 one-minute windows; in-flight requests from admission to the end of the response (a stream
-included). Both are counted by each gateway process: behind a load balancer spreading
+included). A key's rate counts every attempt, refused ones too, and is checked before the
+body is read (:meth:`RequestLimits.attempt`): a client hammering past its limit costs a
+header parse per request, not a body read and a JSON parse. Both are counted by each gateway process: behind a load balancer spreading
 requests over N replicas, a key gets up to N times the figure (set it per replica). What a
 tenant can spend in all is bounded by its token budget, across every replica.
 
@@ -51,28 +53,39 @@ class RequestLimits:
     _windows: dict[str, _Window] = field(default_factory=dict)
     _in_flight: dict[str, int] = field(default_factory=dict)
 
-    def admit(self, key: str, tenant: str, user: str) -> Release:
-        """Count one request of ``key`` acting as ``tenant``/``user``; a 429 ``WireError``
-        when one of the limits is reached (nothing counted then). Returns what ends the
-        request's in-flight count (idempotent)."""
+    def attempt(self, key: str) -> None:
+        """Count an attempt of ``key`` (before its body is read); a 429 ``WireError`` past
+        the key's requests per minute."""
         now = self.clock()
+        scope = f"k:{key}"
+        window = self._window(scope, now)
+        window.count += 1
+        limit = self.settings.key_requests_per_minute
+        if limit and window.count > limit:
+            wait = math.ceil(window.started + WINDOW_SECONDS - now)
+            raise _limited("requests per minute", scope, max(1, wait))
+
+    def admit(self, key: str, tenant: str, user: str) -> Release:
+        """Admit a request of ``key`` (its attempt counted) acting as ``tenant``/``user``;
+        a 429 ``WireError`` past the key's in-flight cap or the user's limits (the user's
+        counts unchanged then). Returns what ends the request's in-flight count
+        (idempotent)."""
+        now = self.clock()
+        user_scope = f"u:{tenant}|{user}"
+        window = self._window(user_scope, now)
+        per_minute = self.settings.user_requests_per_minute
+        if per_minute and window.count >= per_minute:
+            wait = math.ceil(window.started + WINDOW_SECONDS - now)
+            raise _limited("requests per minute", user_scope, max(1, wait))
         scopes = (
-            (f"k:{key}", self.settings.key_requests_per_minute, self.settings.key_in_flight),
-            (
-                f"u:{tenant}|{user}",
-                self.settings.user_requests_per_minute,
-                self.settings.user_in_flight,
-            ),
+            (f"k:{key}", self.settings.key_in_flight),
+            (user_scope, self.settings.user_in_flight),
         )
-        for scope, per_minute, in_flight in scopes:
-            window = self._window(scope, now)
-            if per_minute and window.count >= per_minute:
-                wait = math.ceil(window.started + WINDOW_SECONDS - now)
-                raise _limited("requests per minute", scope, max(1, wait))
+        for scope, in_flight in scopes:
             if in_flight and self._in_flight.get(scope, 0) >= in_flight:
                 raise _limited("requests in flight", scope, 1)
-        for scope, _, _ in scopes:
-            self._windows[scope].count += 1
+        window.count += 1
+        for scope, _ in scopes:
             self._in_flight[scope] = self._in_flight.get(scope, 0) + 1
         released = False
 
@@ -81,7 +94,7 @@ class RequestLimits:
             if released:
                 return
             released = True
-            for scope, _, _ in scopes:
+            for scope, _ in scopes:
                 left = self._in_flight.get(scope, 1) - 1
                 if left > 0:
                     self._in_flight[scope] = left
