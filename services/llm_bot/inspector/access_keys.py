@@ -13,7 +13,7 @@ import hmac
 import re
 from dataclasses import dataclass
 
-from llm_bot.config import ID_PATTERN
+from llm_bot.contract.identifiers import ID_PATTERN
 
 ALL_TENANTS = "*"
 _ENTRY = re.compile(r"^(?P<scope>[^=\s]+)=sha256:(?P<digest>[0-9a-f]{64})$")

@@ -13,7 +13,7 @@ from fastapi import HTTPException, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse
 from jinja2 import Environment
 
-from llm_bot.config import ID_PATTERN
+from llm_bot.contract.identifiers import ID_PATTERN
 from llm_bot.inspector.sessions import COOKIE, Session
 from llm_bot.inspector.wiring import Inspector
 
