@@ -89,3 +89,10 @@ def test_the_result_is_one_visible_nfkc_line_and_stable(text: str) -> None:
     split_sara_am = clean.replace("\u0e33", "\u0e4d\u0e32").replace("\u0eb3", "\u0ecd\u0eb2")
     assert unicodedata.is_normalized("NFKC", split_sara_am)
     assert sanitize(clean) == clean
+
+
+def test_sara_am_and_nikhahit_plus_sara_aa_each_stay_as_written() -> None:
+    """NFKC would split SARA AM into NIKHAHIT + SARA AA; neither form becomes the other."""
+    assert sanitize("น้ำ") == "น้ำ"
+    assert sanitize("\u0e4d\u0e32") == "\u0e4d\u0e32"
+    assert sanitize("\u0eb3 \u0ecd\u0eb2") == "\u0eb3 \u0ecd\u0eb2"

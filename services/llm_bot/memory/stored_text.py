@@ -12,8 +12,10 @@ turns it into one plain line:
 2. NFKC normalisation, so full-width and other compatibility forms (a full-width
    ``[MEMORY:``, ``<`` or backtick) become the plain characters they look like, which the
    quoting then escapes;
-3. Thai and Lao SARA AM, which NFKC splits into NIKHAHIT + SARA AA, are joined again, so
-   Thai text is written as it was (Thai combining marks are category Mn and are kept);
+3. except Thai and Lao SARA AM, which NFKC would split into NIKHAHIT + SARA AA: the text
+   between them is normalised and they are kept as written, so Thai text stays as it was
+   (a NIKHAHIT + SARA AA written as two stays two; Thai combining marks are category Mn
+   and are kept);
 4. whitespace runs, newlines included, collapse to one space and the ends are trimmed.
 
 NFKC never produces a Cf, Cc or Cs character, so the result is stable:
@@ -24,12 +26,15 @@ emoji show as their parts; the words read the same).
 
 from __future__ import annotations
 
+import itertools
+import re
 import unicodedata
 from typing import Final
 
 _INVISIBLE_CATEGORIES: Final = frozenset({"Cf", "Cc", "Cs"})
-_SARA_AM: Final = (("\u0e4d\u0e32", "\u0e33"), ("\u0ecd\u0eb2", "\u0eb3"))
-"""(what NFKC makes of SARA AM, SARA AM): Thai, then Lao."""
+_SARA_AM: Final = re.compile("([\u0e33\u0eb3])")
+"""Thai and Lao SARA AM, which NFKC would split into NIKHAHIT + SARA AA: the text between
+them is normalised, they are kept as written (and a NIKHAHIT + SARA AA written so stays)."""
 
 
 def is_invisible(char: str) -> bool:
@@ -40,9 +45,11 @@ def is_invisible(char: str) -> bool:
 def sanitize(text: str) -> str:
     """``text`` as one visible, NFKC-normalised line (see the module docstring)."""
     visible = "".join(" " if char.isspace() else char for char in text if not is_invisible(char))
-    normal = unicodedata.normalize("NFKC", visible)
-    for split, joined in _SARA_AM:
-        normal = normal.replace(split, joined)
+    parts = _SARA_AM.split(visible)  # SARA AM at the odd places
+    normal = "".join(
+        part if odd else unicodedata.normalize("NFKC", part)
+        for part, odd in zip(parts, itertools.cycle((False, True)), strict=False)
+    )
     return " ".join(normal.split())
 
 
