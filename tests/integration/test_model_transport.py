@@ -75,3 +75,21 @@ async def test_refused_connection_is_unavailable_not_a_timeout(
     async for model in make_model(model_http_client=transport, openai_base_url=base_url):
         with pytest.raises(ModelUnavailable, match="unreachable"):
             await model.complete([{"role": "user", "content": "hello"}])
+
+
+async def test_a_stream_that_breaks_off_is_unavailable(
+    transport: Transport,
+    make_model: Callable[..., AsyncIterator[OpenAIChatModel]],
+    fake_model: FakeModelServer,
+) -> None:
+    """The connection drops after two pieces of a streamed reply: a retryable
+    ``ModelUnavailable`` on either transport, never an unexpected exception."""
+    fake_model.script(Fault.cut(2, "one two three four five six"))
+    pieces: list[str] = []
+
+    async def on_delta(text: str) -> None:
+        pieces.append(text)
+
+    async for model in make_model(model_http_client=transport):
+        with pytest.raises(ModelUnavailable):
+            await model.complete([{"role": "user", "content": "hello"}], on_delta=on_delta)

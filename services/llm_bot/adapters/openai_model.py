@@ -18,7 +18,7 @@ from typing import Any, Literal, cast
 from urllib.parse import urlsplit
 
 import aiohttp
-import httpx
+import httpx2
 import openai
 from openai import AsyncOpenAI, AsyncStream
 from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
@@ -260,7 +260,7 @@ class OpenAIChatModel:
             raise ModelRejected(detail) from exc
         except openai.APIError as exc:  # an error event inside a stream
             raise ModelUnavailable(f"model stream failed: {exc.message}") from exc
-        except (aiohttp.ClientError, httpx.HTTPError) as exc:  # a stream that broke off
+        except (aiohttp.ClientError, httpx2.HTTPError) as exc:  # a stream that broke off
             raise ModelUnavailable(f"model stream broke off ({type(exc).__name__})") from exc
 
     async def _send(
