@@ -925,75 +925,62 @@ async def fairness_ab(urls: ServiceUrls, args: argparse.Namespace) -> None:
 async def redis_cluster_ab(urls: ServiceUrls, args: argparse.Namespace) -> None:
     """(b) on the single Redis and on a 3-master, 3-replica Redis Cluster of this bench's
     own (``tests/support/redis_cluster.py``), alternating: events/s, CPU and redis-py round
-    trips per event of each."""
-    figures: dict[str, list[tuple[float, ...]]] = {"single": [], "cluster": []}
+    trips, commands and bytes per event of each."""
     with redis_cluster() as nodes:
         targets = {"single": urls, "cluster": replace(urls, redis_url=nodes.url)}
-        for round_ in range(args.redis_cluster):
-            for name, target in targets.items():
-                step(f"(b) round {round_ + 1}, Redis {name}")
-                result = await pipeline(
-                    target,
-                    events=args.events,
-                    conversations=args.conversations,
-                    latency=0.0,
-                    prefetch=args.prefetch,
-                    count_redis=True,
-                    fake_in_process=args.fake_in_process,
-                    embeddings="off",  # the reply path: the embedding's CPU would hide it
-                )
-                assert result.redis is not None
-                row = (
-                    result.rate.per_second,
-                    result.rate.cpu_per_event * 1000,
-                    result.redis.round_trips,
-                    result.redis.client_commands,
-                    result.redis.bytes_sent,
-                )
-                figures[name].append(row)
-                print(f"    {_cluster_row(row)} {'; '.join(result.problems)}")
-    for name, rows in figures.items():
-        medians = tuple(statistics.median(column) for column in zip(*rows, strict=True))
-        print(f"Redis {name}, medians: {_cluster_row(medians)}")
+        await _alternating("Redis", targets, args, count_redis=True)
 
 
 async def rabbit_cluster_ab(urls: ServiceUrls, args: argparse.Namespace) -> None:
     """(b) on the single RabbitMQ at ``AMQP_URL`` and on a 3-node RabbitMQ cluster of this
     bench's own (``tests/support/rabbit_cluster.py``; ``AMQP_URL`` lists its nodes),
     alternating: events/s and CPU per event of each."""
-    figures: dict[str, list[tuple[float, float]]] = {"single": [], "cluster": []}
     with rabbit_cluster() as nodes:
         targets = {"single": urls, "cluster": replace(urls, amqp_url=nodes.url)}
-        for round_ in range(args.rabbit_cluster):
-            for name, target in targets.items():
-                step(f"(b) round {round_ + 1}, RabbitMQ {name}")
-                result = await pipeline(
-                    target,
-                    events=args.events,
-                    conversations=args.conversations,
-                    latency=0.0,
-                    prefetch=args.prefetch,
-                    count_redis=False,
-                    fake_in_process=args.fake_in_process,
-                    embeddings="off",  # the reply path: the embedding's CPU would hide it
-                )
-                row = (result.rate.per_second, result.rate.cpu_per_event * 1000)
-                figures[name].append(row)
-                print(
-                    f"    {row[0]:.1f} events/s, {row[1]:.2f} ms CPU/event "
-                    f"{'; '.join(result.problems)}"
-                )
+        await _alternating("RabbitMQ", targets, args, count_redis=False)
+
+
+async def _alternating(
+    label: str, targets: dict[str, ServiceUrls], args: argparse.Namespace, *, count_redis: bool
+) -> None:
+    """(b) through each target in turn, ``--redis-cluster`` / ``--rabbit-cluster`` rounds,
+    embeddings off (the reply path: the embedding's CPU would hide it); each run's figures,
+    then the medians per target."""
+    rounds = args.redis_cluster if label == "Redis" else args.rabbit_cluster
+    figures: dict[str, list[tuple[float, ...]]] = {name: [] for name in targets}
+    for round_ in range(rounds):
+        for name, target in targets.items():
+            step(f"(b) round {round_ + 1}, {label} {name}")
+            result = await pipeline(
+                target,
+                events=args.events,
+                conversations=args.conversations,
+                latency=0.0,
+                prefetch=args.prefetch,
+                count_redis=count_redis,
+                fake_in_process=args.fake_in_process,
+                embeddings="off",
+            )
+            row: tuple[float, ...] = (result.rate.per_second, result.rate.cpu_per_event * 1000)
+            if result.redis is not None:
+                redis = result.redis
+                row += (redis.round_trips, redis.client_commands, redis.bytes_sent)
+            figures[name].append(row)
+            print(f"    {_figures(row)} {'; '.join(result.problems)}")
     for name, rows in figures.items():
-        rate, cpu = (statistics.median(column) for column in zip(*rows, strict=True))
-        print(f"RabbitMQ {name}, medians: {rate:.1f} events/s, {cpu:.2f} ms CPU/event")
+        medians = tuple(statistics.median(column) for column in zip(*rows, strict=True))
+        print(f"{label} {name}, medians: {_figures(medians)}")
 
 
-def _cluster_row(row: tuple[float, ...]) -> str:
-    rate, cpu, trips, commands, sent = row
-    return (
-        f"{rate:.1f} events/s, {cpu:.2f} ms CPU/event, {trips:.2f} redis-py round trips, "
-        f"{commands:.1f} commands and {sent:.0f} bytes sent per event"
-    )
+def _figures(row: tuple[float, ...]) -> str:
+    text = f"{row[0]:.1f} events/s, {row[1]:.2f} ms CPU/event"
+    if len(row) == 5:
+        trips, commands, sent = row[2:]
+        text += (
+            f", {trips:.2f} redis-py round trips, {commands:.1f} commands and {sent:.0f} "
+            "bytes sent per event"
+        )
+    return text
 
 
 async def run(args: argparse.Namespace) -> None:
