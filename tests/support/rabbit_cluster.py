@@ -21,12 +21,11 @@ import shutil
 import signal
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.service_control import PrivateRabbit, listening
+from tests.support.service_control import PrivateRabbit, listening, wait_until
 
 NODES = 3
 
@@ -50,7 +49,7 @@ class RabbitClusterNodes:
             node._ctl("stop_app")
             node._ctl("join_cluster", first.node)
             node._ctl("start_app")
-        _wait("every node running in one cluster", lambda: self._running() == NODES, 60)
+        wait_until("every node running in one cluster", lambda: self._running() == NODES, 60)
 
     def node_of_connection(self, name: str) -> PrivateRabbit:
         """The node holding the client connection named ``name`` (its
@@ -74,14 +73,14 @@ class RabbitClusterNodes:
         """SIGKILL of ``node``'s Erlang VM; returns once its AMQP port is closed."""
         pid = int((node.directory / "node.pid").read_text().strip())
         os.kill(pid, signal.SIGKILL)
-        _wait(f"{node.node} to close port {node.port}", lambda: not listening(node.port), 15)
+        wait_until(f"{node.node} to close port {node.port}", lambda: not listening(node.port), 15)
         (node.directory / "node.pid").unlink(missing_ok=True)
 
     def restart(self, node: PrivateRabbit) -> None:
         """Start a killed node again (same ports and data): it rejoins the cluster."""
         node.close()  # reaps the wrapper process the killed VM left behind
         node.start()
-        _wait(f"{node.node} back in the cluster", lambda: self._running() == NODES, 60)
+        wait_until(f"{node.node} back in the cluster", lambda: self._running() == NODES, 60)
 
     def _running(self) -> int:
         """How many nodes the first live node sees running."""
@@ -119,14 +118,6 @@ def _in_parallel(actions: list[Callable[[], None]]) -> None:
         thread.join()
     if errors:
         raise errors[0]
-
-
-def _wait(what: str, check: Callable[[], bool], within: float) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {within:.0f} s waiting for {what}")
-        time.sleep(0.2)
 
 
 @contextlib.contextmanager

@@ -17,7 +17,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import Any
 
 import redis
 
-from tests.support.service_control import listening
+from tests.support.service_control import listening, wait_until
 
 NODES = 6
 
@@ -75,7 +74,7 @@ class RedisClusterNodes:
                 )
             )
             self.ports.append(port)
-        _wait("the cluster's redis-servers", lambda: all(map(listening, self.ports)), 15)
+        wait_until("the cluster's redis-servers", lambda: all(map(listening, self.ports)), 15)
         subprocess.run(  # noqa: S603  # a fixed command
             [  # noqa: S607  # redis-cli from PATH
                 "redis-cli",
@@ -90,7 +89,7 @@ class RedisClusterNodes:
             capture_output=True,
             timeout=60,
         )
-        _wait("the cluster to be ok on every node", self._settled, 30)
+        wait_until("the cluster to be ok on every node", self._settled, 30)
 
     def master_of(self, key: str) -> int:
         """The port of the master serving ``key``'s slot now."""
@@ -124,8 +123,8 @@ class RedisClusterNodes:
         new master's port once every node sees it."""
         replica = self.replica_of(master_port)
         _command(self.client(replica), "CLUSTER", "FAILOVER")
-        _wait("the failover", lambda: self._role(replica) == "master", 20)
-        _wait("the cluster to settle after the failover", self._settled, 30)
+        wait_until("the failover", lambda: self._role(replica) == "master", 20)
+        wait_until("the cluster to settle after the failover", self._settled, 30)
         return replica
 
     def _role(self, port: int) -> str:
@@ -170,14 +169,6 @@ def _bindable(port: int) -> bool:
         probe.bind(("127.0.0.1", port))
         return True
     return False
-
-
-def _wait(what: str, check: Callable[[], bool], within: float) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 @contextlib.contextmanager

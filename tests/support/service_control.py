@@ -54,7 +54,9 @@ def listening(port: int) -> bool:
     return False
 
 
-def _wait(condition: str, check: Callable[[], bool], within: float) -> None:
+def wait_until(condition: str, check: Callable[[], bool], within: float) -> None:
+    """Poll ``check`` every 0.1 s until true; RuntimeError naming ``condition`` after
+    ``within`` seconds."""
     deadline = time.monotonic() + within
     while not check():
         if time.monotonic() > deadline:
@@ -115,7 +117,7 @@ class PrivateRabbit:
             )
         except FileNotFoundError as exc:
             raise RuntimeError(f"fault tests need rabbitmq-server on PATH: {exc}") from exc
-        _wait(f"RabbitMQ node {self.node} on port {self.port}", self._up, within)
+        wait_until(f"RabbitMQ node {self.node} on port {self.port}", self._up, within)
 
     def _up(self) -> bool:
         if self._process is not None and self._process.poll() is not None:
@@ -125,12 +127,12 @@ class PrivateRabbit:
 
     def stop_app(self) -> None:
         self._ctl("stop_app")
-        _wait(f"{self.node} to close port {self.port}", lambda: not listening(self.port), 30)
+        wait_until(f"{self.node} to close port {self.port}", lambda: not listening(self.port), 30)
 
     def start_app(self) -> None:
         self._ctl("start_app")
         self._ctl("await_startup", check=False)
-        _wait(f"{self.node} on port {self.port}", lambda: listening(self.port), 60)
+        wait_until(f"{self.node} on port {self.port}", lambda: listening(self.port), 60)
 
     def close(self) -> None:
         self._ctl("stop", check=False)
@@ -179,14 +181,14 @@ class PrivateRedis:
             )
         except FileNotFoundError as exc:
             raise RuntimeError(f"fault tests need redis-server on PATH: {exc}") from exc
-        _wait(f"redis-server on port {self.port}", lambda: listening(self.port), within)
+        wait_until(f"redis-server on port {self.port}", lambda: listening(self.port), within)
 
     def shutdown_saving(self) -> None:
         """SHUTDOWN SAVE: the data survives into the next :meth:`start`."""
         _run(["redis-cli", "-p", str(self.port), "shutdown", "save"], check=False)
         if self._process is not None:
             self._process.wait(timeout=30)
-        _wait(f"redis-server to close port {self.port}", lambda: not listening(self.port), 10)
+        wait_until(f"redis-server to close port {self.port}", lambda: not listening(self.port), 10)
 
     def close(self) -> None:
         if self._process is not None and self._process.poll() is None:
