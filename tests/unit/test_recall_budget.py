@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from llm_bot.memory.keyword_terms import keyword_terms
+from llm_bot.memory.memory_block import recalled_line
 from llm_bot.memory.recall_budget import LINE_OVERHEAD_TOKENS, line_tokens, within_tokens
 from llm_bot.memory.recall_items import IndexEntry, SearchHit
 from llm_bot.memory.tokens import TiktokenCounter
@@ -35,6 +38,15 @@ def test_a_line_costs_its_rendered_text_plus_the_json_overhead() -> None:
     assert line_tokens(hit("a", ENGLISH), COUNTER.count) == (
         COUNTER.count(line) + LINE_OVERHEAD_TOKENS
     )
+
+
+def test_the_estimate_is_the_rendered_line_whatever_the_weekday() -> None:
+    for day in range(1, 8):
+        found = hit("a", THAI)
+        dated = replace(found, entry=replace(found.entry, date=f"2025-09-0{day}T08:00:00+07:00"))
+        entry = dated.entry
+        rendered = recalled_line(entry.text, entry.date, entry.speaker)
+        assert line_tokens(dated, COUNTER.count) == COUNTER.count(rendered) + LINE_OVERHEAD_TOKENS
 
 
 def test_hits_are_kept_best_first_while_their_lines_fit() -> None:
