@@ -44,6 +44,7 @@ async def json_body(request: Request, limit: int) -> Any:
 
 
 _STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_FIRST_CHUNK = 1 << 12
 _CHUNK = 1 << 16
 _STEP = np.zeros(256, dtype=np.int8)
 _STEP[list(b"[{")] = 1
@@ -58,12 +59,14 @@ def nesting(raw: bytes | bytearray, *, stop_above: int | None = None) -> int:
     ``stop_above``, returns as soon as the depth passes it."""
     if b"[" not in raw and b"{" not in raw:
         return 0
-    steps = _STEP[np.frombuffer(_STRINGS.sub(b'""', raw), dtype=np.uint8)]
+    codes = np.frombuffer(_STRINGS.sub(b'""', raw), dtype=np.uint8)
     depth = deepest = 0
-    for start in range(0, len(steps), _CHUNK):
-        levels = np.cumsum(steps[start : start + _CHUNK], dtype=np.int32) + depth
+    start, size = 0, _FIRST_CHUNK  # a small first look: deep bodies nest from the start
+    while start < len(codes):
+        levels = np.cumsum(_STEP[codes[start : start + size]], dtype=np.int32) + depth
         deepest = max(deepest, int(levels.max()))
         if stop_above is not None and deepest > stop_above:
             break
         depth = int(levels[-1])
+        start, size = start + size, _CHUNK
     return max(0, deepest)

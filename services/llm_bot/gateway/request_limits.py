@@ -2,15 +2,19 @@
 flight, each refused with an OpenAI-style 429 ``rate_limit_exceeded`` and ``Retry-After``.
 
 A key is the credential presented (an API key or a user token, known here by a digest of
-it); a user is the tenant and user id the request acts as. Rates are counted in fixed
-one-minute windows; in-flight requests from admission to the end of the response (a stream
-included). A key's rate counts every attempt, refused ones too, and is checked before the
-body is read (:meth:`RequestLimits.attempt`): a client hammering past its limit costs a
-header parse per request, not a body read and a JSON parse. Both are counted by each gateway process: behind a load balancer spreading
-requests over N replicas, a key gets up to N times the figure (set it per replica). What a
-tenant can spend in all is bounded by its token budget, across every replica.
+it); a user is the tenant and user id the request acts as. A rate is a token bucket: it
+refills at the rate per minute, evenly, and holds at most a sixth of it (ten seconds'
+worth), so a client cannot spend a whole minute's requests in one burst (what a fixed
+one-minute window would allow, twice at its edge). In-flight requests count from admission
+to the end of the response (a stream included). A key's rate counts every attempt, refused
+ones too, and is checked before the body is read (:meth:`RequestLimits.attempt`): a client
+hammering past its limit costs a header parse per request, not a body read and a JSON
+parse.
 
-Zero turns a limit off.
+Everything is counted by each gateway process: behind a load balancer spreading requests
+over N replicas, a key gets up to N times the figure (set it per replica). What a tenant
+can spend in all is bounded by its token budget, across every replica. Zero turns a limit
+off.
 """
 
 from __future__ import annotations
@@ -23,7 +27,10 @@ from dataclasses import dataclass, field
 
 from llm_bot.gateway.openai_wire import WireError
 
-WINDOW_SECONDS = 60.0
+BURST_SHARE = 6
+"""A bucket holds the rate per minute divided by this: ten seconds of requests."""
+KEPT_BUCKETS = 10_000
+"""Past this many, buckets that have refilled completely are dropped (memory bound)."""
 Release = Callable[[], None]
 
 
@@ -41,42 +48,32 @@ class LimitSettings:
 
 
 @dataclass
-class _Window:
-    started: float
-    count: int = 0
+class _Bucket:
+    tokens: float
+    at: float
 
 
 @dataclass
 class RequestLimits:
     settings: LimitSettings
     clock: Callable[[], float] = time.monotonic
-    _windows: dict[str, _Window] = field(default_factory=dict)
+    _buckets: dict[str, _Bucket] = field(default_factory=dict)
     _in_flight: dict[str, int] = field(default_factory=dict)
 
     def attempt(self, key: str) -> None:
         """Count an attempt of ``key`` (before its body is read); a 429 ``WireError`` past
         the key's requests per minute."""
-        now = self.clock()
         scope = f"k:{key}"
-        window = self._window(scope, now)
-        window.count += 1
-        limit = self.settings.key_requests_per_minute
-        if limit and window.count > limit:
-            wait = math.ceil(window.started + WINDOW_SECONDS - now)
-            raise _limited("requests per minute", scope, max(1, wait))
+        wait = self._take(scope, self.settings.key_requests_per_minute, spend_anyway=True)
+        if wait is not None:
+            raise _limited("requests per minute", scope, wait)
 
     def admit(self, key: str, tenant: str, user: str) -> Release:
         """Admit a request of ``key`` (its attempt counted) acting as ``tenant``/``user``;
         a 429 ``WireError`` past the key's in-flight cap or the user's limits (the user's
         counts unchanged then). Returns what ends the request's in-flight count
         (idempotent)."""
-        now = self.clock()
         user_scope = f"u:{tenant}|{user}"
-        window = self._window(user_scope, now)
-        per_minute = self.settings.user_requests_per_minute
-        if per_minute and window.count >= per_minute:
-            wait = math.ceil(window.started + WINDOW_SECONDS - now)
-            raise _limited("requests per minute", user_scope, max(1, wait))
         scopes = (
             (f"k:{key}", self.settings.key_in_flight),
             (user_scope, self.settings.user_in_flight),
@@ -84,7 +81,9 @@ class RequestLimits:
         for scope, in_flight in scopes:
             if in_flight and self._in_flight.get(scope, 0) >= in_flight:
                 raise _limited("requests in flight", scope, 1)
-        window.count += 1
+        wait = self._take(user_scope, self.settings.user_requests_per_minute, spend_anyway=False)
+        if wait is not None:
+            raise _limited("requests per minute", user_scope, wait)
         for scope, _ in scopes:
             self._in_flight[scope] = self._in_flight.get(scope, 0) + 1
         released = False
@@ -103,17 +102,33 @@ class RequestLimits:
 
         return release
 
-    def _window(self, scope: str, now: float) -> _Window:
-        window = self._windows.get(scope)
-        if window is None or now - window.started >= WINDOW_SECONDS:
-            if len(self._windows) > 10_000:  # keep memory bounded: drop ended windows
-                self._windows = {
-                    name: kept
-                    for name, kept in self._windows.items()
-                    if now - kept.started < WINDOW_SECONDS
-                }
-            window = self._windows[scope] = _Window(started=now)
-        return window
+    def _take(self, scope: str, per_minute: int, *, spend_anyway: bool) -> int | None:
+        """Take a token from ``scope``'s bucket: None when there was one, else the seconds
+        until there is (a refused attempt still spends one when ``spend_anyway``: the bucket
+        goes below zero, so hammering only pushes the next success further away)."""
+        if not per_minute:
+            return None
+        now = self.clock()
+        rate, capacity = per_minute / 60.0, max(1.0, per_minute / BURST_SHARE)
+        bucket = self._buckets.get(scope)
+        if bucket is None:
+            if len(self._buckets) >= KEPT_BUCKETS:
+                self._forget_full(now)
+            bucket = self._buckets[scope] = _Bucket(tokens=capacity, at=now)
+        bucket.tokens = min(capacity, bucket.tokens + (now - bucket.at) * rate)
+        bucket.at = now
+        if bucket.tokens >= 1.0:
+            bucket.tokens -= 1.0
+            return None
+        if spend_anyway:
+            bucket.tokens = max(bucket.tokens - 1.0, -capacity)
+        return max(1, math.ceil((1.0 - bucket.tokens) / rate))
+
+    def _forget_full(self, now: float) -> None:
+        """Drop buckets idle long enough to have refilled (they would start full again)."""
+        self._buckets = {
+            scope: bucket for scope, bucket in self._buckets.items() if now - bucket.at < 60.0
+        }
 
 
 def _limited(what: str, scope: str, retry_after: int) -> WireError:
