@@ -37,14 +37,24 @@ _SARA_AM: Final = re.compile("([\u0e33\u0eb3])")
 them is normalised, they are kept as written (and a NIKHAHIT + SARA AA written so stays)."""
 
 
+_WHITESPACE = re.compile(r"\s")
+"""What ``str.isspace`` calls whitespace: each becomes a space first."""
+
+
 def is_invisible(char: str) -> bool:
     """Whether ``char`` is a format, control or surrogate code point (whitespace aside)."""
     return not char.isspace() and unicodedata.category(char) in _INVISIBLE_CATEGORIES
 
 
 def sanitize(text: str) -> str:
-    """``text`` as one visible, NFKC-normalised line (see the module docstring)."""
-    visible = "".join(" " if char.isspace() else char for char in text if not is_invisible(char))
+    """``text`` as one visible, NFKC-normalised line (see the module docstring). Done in C
+    but for one look at each distinct character: it runs on every recalled line of every
+    prompt."""
+    spaced = _WHITESPACE.sub(" ", text)
+    invisible = {ord(char): None for char in set(spaced) if is_invisible(char)}
+    visible = spaced.translate(invisible) if invisible else spaced
+    if visible.isascii():  # NFKC leaves ASCII as it is
+        return " ".join(visible.split())
     parts = _SARA_AM.split(visible)  # SARA AM at the odd places
     normal = "".join(
         part if odd else unicodedata.normalize("NFKC", part)
