@@ -39,7 +39,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from llm_bot.fake_model import FakeModelServer, RecordedRequest
+from llm_bot.fake_model import FakeModelServer, RecordedRequest, ToolCalls
 from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
 from llm_bot.logs import configure_logging
 from llm_bot.memory.tokens import TiktokenCounter
@@ -68,7 +68,7 @@ class Prompts:
     def __init__(self) -> None:
         self.last: list[dict[str, Any]] = []
 
-    def __call__(self, request: RecordedRequest) -> str:
+    def __call__(self, request: RecordedRequest) -> str | ToolCalls:
         if schema_name(request) is None:
             self.last = request.messages()
         return memory_responder(request)
