@@ -1,0 +1,156 @@
+"""What the memory inspector costs: server time of a user's page and of a "why" dry run for
+a big user (issue 29: 10,000 index entries and 500 facts; page p95 <= 150 ms, why p95 <= 60
+ms).
+
+Run by hand (not part of `make test`):
+
+    .venv/bin/python -m tests.bench.inspector --requests 60
+
+The user is written straight through the adapters (the index with the local model's name
+and 384-dimension vectors, so the dense path of the search runs; 500 facts in long-term
+memory; a conversation of a few turns), then the inspector's app is called in this process
+over ASGI (``httpx.ASGITransport``: no network, the time is the server's), logged in with a
+key of its own. Each request is timed alone, one after another; the first of each kind
+(the index's first load into the process) is reported apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import time
+from datetime import UTC, datetime
+
+import numpy as np
+
+from llm_bot.adapters.local_embedder import DIMENSION, INDEX_MODEL_ID
+from llm_bot.bootstrap import long_term_store, recall_index, redis_client
+from llm_bot.gateway.api_keys import key_digest
+from llm_bot.logs import configure_logging
+from llm_bot.memory.keyword_terms import keyword_terms
+from llm_bot.memory.long_term import SemanticFact, Source
+from llm_bot.memory.recall_items import IndexEntry
+from llm_bot.memory.working import ConversationKey
+from tests.bench.throughput import remove_keys
+from tests.support.events import new_id
+from tests.support.harness import settings_for_test
+from tests.support.inspector import client_for, inspector_for, login
+from tests.support.services import DEFAULT_AMQP_URL, DEFAULT_REDIS_URL, ServiceUrls
+
+KEY = "sk-bench-inspector-0123456789"
+TOPICS = ("garden", "trip", "invoice", "Chiang Mai", "piano", "refund", "birthday", "bike")
+
+
+def _entry(n: int) -> IndexEntry:
+    text = f"on day {n} we talked about the {TOPICS[n % len(TOPICS)]} and topic{n % 997}"
+    return IndexEntry(
+        id=f"m|c{n // 1000}|e{n}",
+        kind="message",
+        text=text,
+        speaker="Ann",
+        date="2023-05-08T10:00:00+00:00",
+        conversation_id=f"c{n // 1000}",
+        turn=n,
+        seq=n,
+        source_id=f"e{n}",
+        terms=tuple(keyword_terms(text)),
+        indexed_at=1_700_000_000.0,
+    )
+
+
+def _vector(n: int) -> np.ndarray:
+    row = np.random.default_rng(n).standard_normal(DIMENSION).astype(np.float32)
+    return (row / np.linalg.norm(row)).reshape(1, -1)
+
+
+def _fact(n: int, now: str) -> SemanticFact:
+    return SemanticFact(
+        id=f"f{n}",
+        fact=f"The user likes the {TOPICS[n % len(TOPICS)]} number {n}.",
+        confidence=0.9,
+        salience=0.5,
+        sources=(Source(conversation_id=f"c{n % 10}", turns=(n % 50 + 1,)),),
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def _p(values: list[float], q: int) -> float:
+    return statistics.quantiles(values, n=100)[q - 1] * 1000
+
+
+async def run(args: argparse.Namespace) -> int:
+    urls = ServiceUrls(
+        os.environ.get("AMQP_URL", DEFAULT_AMQP_URL), os.environ.get("REDIS_URL", DEFAULT_REDIS_URL)
+    )
+    settings = settings_for_test(
+        urls,
+        "http://127.0.0.1:9/v1",
+        inspector_keys=f"*={key_digest(KEY)}",
+        ltm_max_items=1000,
+        retrieval_timeout_ms=5000,
+        log_level="warning",
+    )
+    tenant, user = "tbench", new_id("u")
+    key = ConversationKey(tenant, user, new_id("c"))
+    client = redis_client(settings)
+    try:
+        index = recall_index(settings, client)
+        for start in range(0, args.entries, 1000):
+            rows = [(_entry(n), _vector(n)) for n in range(start, min(start + 1000, args.entries))]
+            await index.upsert(tenant, user, rows, model=INDEX_MODEL_ID, erasure="")
+        now = datetime.now(UTC).isoformat()
+        facts = [_fact(n, now) for n in range(args.facts)]
+        await long_term_store(settings, client).write(tenant, user, erasure="", facts=facts)
+    finally:
+        await client.aclose()
+    print(f"seeded {args.entries} index entries and {args.facts} facts", flush=True)
+    paths = {
+        "user page": f"/t/{tenant}/u/{user}",
+        "why": f"/t/{tenant}/u/{user}/c/{key.conversation_id}/why?message=what+about+the+garden",
+    }
+    status = 0
+    async with inspector_for(settings) as inspector, client_for(inspector) as http:
+        assert (await login(http, KEY)).status_code in (200, 303)
+        for name, path in paths.items():
+            timings = []
+            for _ in range(args.requests + 1):
+                started = time.perf_counter()
+                response = await http.get(path)
+                timings.append(time.perf_counter() - started)
+                assert response.status_code == 200, (name, response.status_code)
+            first, rest = timings[0], timings[1:]
+            target = 150 if name == "user page" else 60
+            p95 = _p(rest, 95)
+            ok = p95 <= target
+            status |= 0 if ok else 1
+            print(
+                f"{name}: first {first * 1000:.0f} ms; then p50 {_p(rest, 50):.1f} ms, "
+                f"p95 {p95:.1f} ms (target {target} ms: {'met' if ok else 'MISSED'}), "
+                f"n={len(rest)}",
+                flush=True,
+            )
+    print(f"removed {await remove_keys(urls.redis_url)} Redis keys of this run")
+    return status
+
+
+def _quiet() -> None:
+    """Warnings only: the debug lines of every dry run would time the console."""
+    configure_logging(level="warning", fmt="json")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--entries", type=int, default=10_000)
+    parser.add_argument("--facts", type=int, default=500)
+    parser.add_argument("--requests", type=int, default=60, help="timed requests of each kind")
+    _quiet()
+    raise SystemExit(asyncio.run(run(parser.parse_args())))
+
+
+if __name__ == "__main__":
+    main()
