@@ -40,10 +40,11 @@ def test_hammering_a_key_pushes_its_next_success_further_away() -> None:
     limits = RequestLimits(LimitSettings(key_requests_per_minute=60), clock=clock)
     for _ in range(10):
         limits.attempt("k")
-    waits = []
+    waits: list[int] = []
     for _ in range(5):
         with pytest.raises(WireError) as refused:
             limits.attempt("k")
+        assert refused.value.retry_after is not None
         waits.append(refused.value.retry_after)
     assert waits == sorted(waits)
     assert waits[-1] > waits[0]
