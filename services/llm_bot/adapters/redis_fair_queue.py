@@ -172,7 +172,7 @@ class RedisFairQueue:
                     {self._member(key): self._later()},
                     nx=True,
                 )
-                await queue_script(
+                queue_script(
                     pipe,
                     self._admit,
                     keys=self._conversation_keys(key),
@@ -271,7 +271,7 @@ class RedisFairQueue:
         async with self._redis.pipeline(transaction=False) as pipe:
             for key in conversations:
                 keys = [self._keys.parked(key), self._keys.lease(key)]
-                await queue_script(pipe, self._look, keys=keys, args=[])
+                queue_script(pipe, self._look, keys=keys, args=[])
             looks = await pipe.execute()
         recovered = 0
         async with self._redis.pipeline(transaction=False) as pipe:
@@ -297,7 +297,7 @@ class RedisFairQueue:
 
     async def _mark_ready(self, pipe: AnyPipeline, key: ConversationKey, delay: float) -> None:
         shard = self.shard(key.tenant_id)
-        await queue_script(
+        queue_script(
             pipe,
             self._ready,
             keys=[

@@ -158,7 +158,7 @@ class RedisMemoryStore:
             self._keys.registry(key.tenant_id, key.user_id),
         ]
         async with self._redis.pipeline(transaction=False) as pipe:
-            await queue_script(pipe, self._commit, keys=keys, args=args)
+            queue_script(pipe, self._commit, keys=keys, args=args)
             # In the same round trip, the conversation joins the idle sweep's activity set
             # (another slot, so not in the script): a turn whose memory job is lost is
             # still finalized, and compacted, once the conversation goes idle.

@@ -75,7 +75,7 @@ class RedisSchedule:
         later) keeps its entry. True if it was dropped."""
         async with self._redis.pipeline(transaction=False) as pipe:
             for name in (self._keys.of(member), self._keys.legacy):
-                await queue_script(pipe, self._drop_due, keys=[name], args=[member, at])
+                queue_script(pipe, self._drop_due, keys=[name], args=[member, at])
             dropped = cast("list[int]", await pipe.execute())
         return any(dropped)
 
