@@ -225,6 +225,7 @@ async def run_demo(settings: Settings) -> None:
             "demo_tenant", f"demo_user_{uuid.uuid4().hex[:8]}", f"demo_{uuid.uuid4().hex[:12]}"
         )
         connection = await connect_amqp_robust(settings.amqp_url.get_secret_value())
+        stopped = False
         try:
             channel = await connection.channel()
             exchange = await channel.get_exchange(settings.ingress_exchange)
@@ -240,23 +241,24 @@ async def run_demo(settings: Settings) -> None:
             await _import_earlier_chat(connection, exchange, settings, key)
             print(f"conversation {key.conversation_id} (model: fake server at {fake.base_url})\n")
             await _converse(connection, exchange, settings, key, inbox)
-            answered = [r for r in fake.chat_requests() if schema_name(r) is None]
-            last = answered[-1]
+            last = [r for r in fake.chat_requests() if schema_name(r) is None][-1]
             await _settle(connection, settings.memory_queue)
-            print("what the model was sent for the last turn:")
-            for message in last.messages():
-                content = str(message.get("content"))
-                whole = message.get("role") == "system" or is_memory_message(message)
-                shown = content if whole else content[:100]
-                print(f"  {message.get('role')}: {shown}")
+            _print_prompt(last)
             print("\nmemory at the end (llm-bot memory show):")
             print(render_memory(await show_memory(settings, key)))
             await _check_in(channel, exchange, settings, key, inbox)
+            await _settle(connection, settings.memory_queue)
+            # Both drained and stopped before the erasure: a memory job still running would
+            # find its user erased under it (and retry, warning, for nothing).
+            await service.consumer.stop(grace_seconds=5)
+            await worker.consumer.stop(grace_seconds=5)
+            stopped = True
             erased = await forget_memory(settings, key.tenant_id, key.user_id, "*")
             print(f"\n(the demo user's memory was erased again: {erased} keys)")
         finally:
-            await service.consumer.stop(grace_seconds=5)
-            await worker.consumer.stop(grace_seconds=5)
+            if not stopped:
+                await service.consumer.stop(grace_seconds=5)
+                await worker.consumer.stop(grace_seconds=5)
             await service.close()
             await worker.close()
             cleanup = await connection.channel()
@@ -326,6 +328,15 @@ async def _import_earlier_chat(
     await _settle(connection, settings.ingress_queue)
     await _settle(connection, settings.memory_queue)
     print(f"imported last month's chat with a human agent ({len(EARLIER_CHAT)} messages)")
+
+
+def _print_prompt(request: RecordedRequest) -> None:
+    print("what the model was sent for the last turn:")
+    for message in request.messages():
+        content = str(message.get("content"))
+        whole = message.get("role") == "system" or is_memory_message(message)
+        shown = content if whole else content[:100]
+        print(f"  {message.get('role')}: {shown}")
 
 
 async def _settle(connection: aio_pika.abc.AbstractRobustConnection, queue: str) -> None:
