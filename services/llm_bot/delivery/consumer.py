@@ -352,7 +352,12 @@ class EventConsumer:
                 await publisher.dead_letter(
                     message, code=action.code, reason=action.reason, attempts=action.attempts
                 )
-                log.warning("event.dead_lettered", code=action.code, attempts=action.attempts)
+                log.warning(
+                    "event.dead_lettered",
+                    code=action.code,
+                    attempts=action.attempts,
+                    message_id=_log_safe(message.message_id),  # what `llm-bot dlq list` shows
+                )
             elif isinstance(action, PublishJob):
                 await self._publish_job(action.job)
             else:
@@ -458,3 +463,8 @@ def _ids_of(outcome: Outcome) -> EventIds | None:
     return EventIds(
         candidate.event_id, candidate.tenant_id, candidate.user_id, candidate.conversation_id
     )
+
+
+def _log_safe(value: str | None) -> str | None:
+    """A message property for a log line: None when absent or not text."""
+    return value if value and not undecodable(value) else None
