@@ -45,9 +45,14 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("worker", help="the memory worker: classify, compact, finalize")
     commands.add_parser("demo", help="a 7-turn conversation through RabbitMQ with a fake model")
     gateway = commands.add_parser(
-        "gateway", help="serve the OpenAI-compatible HTTP API (POST /v1/chat/completions)"
+        "gateway",
+        help="serve the OpenAI-compatible HTTP API (POST /v1/chat/completions)",
+        description="Without an ACTION: serve the OpenAI-compatible HTTP API on "
+        "LLM_BOT_GATEWAY_PORT (8000) until SIGTERM/SIGINT, with /healthz, /readyz and /metrics "
+        "on LLM_BOT_HTTP_PORT (9464); it needs LLM_BOT_GATEWAY_KEYS or "
+        "LLM_BOT_GATEWAY_TOKEN_SECRETS. With an ACTION: that action only.",
     )
-    gateway_commands = gateway.add_subparsers(dest="gateway_command", metavar="ACTION")
+    gateway_commands = gateway.add_subparsers(dest="gateway_command", metavar="[ACTION]")
     hash_key = gateway_commands.add_parser(
         "hash-key", help="print the LLM_BOT_GATEWAY_KEYS entry for an API key (read on stdin)"
     )

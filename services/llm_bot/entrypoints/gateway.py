@@ -230,4 +230,7 @@ async def run_gateway(settings: Settings) -> None:
         )
     gateway = build_gateway(settings)
     log.info("gateway.starting", port=settings.gateway_port, internal_port=settings.http_port)
-    await gateway.serve()
+    try:
+        await gateway.serve()
+    finally:
+        log.info("gateway.stopped")
