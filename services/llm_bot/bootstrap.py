@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Any
 
 import openai
 from openai import AsyncOpenAI
@@ -402,19 +403,17 @@ def retriever(base: Foundation) -> Retriever | None:
     )
 
 
-def build_service(
+def graph_context(
     settings: Settings,
-    *,
-    tracer_provider: TracerProvider | None = None,
-    registry: CollectorRegistry | None = None,
-) -> Service:
-    """Wire the consumer, handler, graph, memory, model and telemetry from settings."""
-    base = build_foundation(settings, tracer_provider=tracer_provider, registry=registry)
-    store = memory_store(settings, base.redis)
-    replies = RabbitReplies(metrics=base.metrics)
-    catalog = personas(settings)
-    flows = flow_runner(settings, catalog, base.redis, base.model)
-    context = GraphContext(
+    base: Foundation,
+    store: RedisMemoryStore,
+    catalog: PersonaCatalog,
+    **wiring: Any,
+) -> GraphContext:
+    """What every graph run needs from settings and the foundation; ``wiring`` adds what a
+    process has beyond that (the service: flows, tool rounds, replies; the inspector's dry
+    run: nothing)."""
+    return GraphContext(
         memory=store,
         model=base.model,
         model_name=settings.openai_model,
@@ -428,8 +427,29 @@ def build_service(
         retriever=retriever(base),
         tools=catalog.default.tools,
         personas=catalog,
-        flows=flows,
         max_tool_rounds=settings.max_tool_rounds,
+        **wiring,
+    )
+
+
+def build_service(
+    settings: Settings,
+    *,
+    tracer_provider: TracerProvider | None = None,
+    registry: CollectorRegistry | None = None,
+) -> Service:
+    """Wire the consumer, handler, graph, memory, model and telemetry from settings."""
+    base = build_foundation(settings, tracer_provider=tracer_provider, registry=registry)
+    store = memory_store(settings, base.redis)
+    replies = RabbitReplies(metrics=base.metrics)
+    catalog = personas(settings)
+    flows = flow_runner(settings, catalog, base.redis, base.model)
+    context = graph_context(
+        settings,
+        base,
+        store,
+        catalog,
+        flows=flows,
         tool_rounds=tool_round_schedule(settings, base.redis),
         tool_result_timeout_seconds=settings.tool_result_timeout_seconds,
         replies=replies,

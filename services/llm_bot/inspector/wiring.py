@@ -15,11 +15,11 @@ from llm_bot.bootstrap import (
     Foundation,
     build_foundation,
     conversation_lease,
+    graph_context,
     long_term_store,
     memory_store,
     personas,
     progress_store,
-    retriever,
     utc_now,
 )
 from llm_bot.config import ConfigurationError, Settings
@@ -27,8 +27,6 @@ from llm_bot.graph.state import GraphContext
 from llm_bot.inspector.access_keys import InspectorKeys
 from llm_bot.inspector.sessions import Sessions
 from llm_bot.inspector.tenant_directory import RedisTenantDirectory
-from llm_bot.memory.tokens import default_token_counter
-from llm_bot.memory.window import WindowBounds
 from llm_bot.service.fact_edits import FactEditor
 from llm_bot.service.indexer import Indexer
 
@@ -92,22 +90,7 @@ def build_inspector(
     )
     store = memory_store(settings, base.redis)
     catalog = personas(settings)
-    context = GraphContext(
-        memory=store,
-        model=base.model,
-        model_name=settings.openai_model,
-        bounds=WindowBounds(settings.memory_max_messages, settings.memory_max_chars),
-        system_prompt=settings.system_prompt,
-        clock=utc_now,
-        tracer=base.tracer,
-        metrics=base.metrics,
-        budget=settings.context_budget(),
-        counter=default_token_counter(),
-        retriever=retriever(base),
-        tools=catalog.default.tools,
-        personas=catalog,
-        max_tool_rounds=settings.max_tool_rounds,
-    )
+    context = graph_context(settings, base, store, catalog)
     ltm = long_term_store(settings, base.redis)
     return Inspector(
         settings=settings,
