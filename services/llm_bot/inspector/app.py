@@ -123,7 +123,9 @@ def create_app(inspector: Inspector) -> FastAPI:  # noqa: PLR0915  # one stateme
     async def user_page(request: Request, tenant_id: str, user_id: str) -> Response:
         session = session_of(request)
         allowed(session, tenant_id, user_id)
-        data = await views.user_view(inspector, tenant_id, user_id)
+        number = request.query_params.get("page", "1")
+        page_number = int(number) if number.isdigit() and int(number) > 0 else 1
+        data = await views.user_view(inspector, tenant_id, user_id, page_number)
         return page(request, "user.html", data, session)
 
     @app.get("/t/{tenant_id}/u/{user_id}/c/{conversation_id}")

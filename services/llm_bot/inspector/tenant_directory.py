@@ -13,6 +13,7 @@ from typing import cast
 
 from llm_bot.adapters.redis_connection import RedisClient
 from llm_bot.adapters.redis_keys import RedisKeys
+from llm_bot.adapters.redis_registry import registered
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.working import ConversationKey
 
@@ -42,14 +43,22 @@ class RedisTenantDirectory:
     async def conversations(
         self, tenant_id: str, user_id: str | None = None
     ) -> list[ConversationActivity]:
-        """The tenant's (or one user's) conversations, newest activity first."""
-        pattern = self._keys.conversation_meta_pattern(tenant_id, user_id)
+        """The tenant's (or one user's) conversations, newest activity first. One user's
+        are found in the user's key registry (one read); a tenant's, or a user whose memory
+        predates the registry, by a SCAN of the keyspace."""
         found: list[ConversationKey] = []
-        async for raw in self._redis.scan_iter(match=pattern, count=500):
-            name = raw.decode() if isinstance(raw, bytes) else str(raw)
-            key = self._keys.parse_conversation_meta(name)
-            if key is not None and key.tenant_id == tenant_id:
-                found.append(key)
+        names: list[str] = []
+        if user_id is not None:
+            names = await registered(self._redis, self._keys.registry(tenant_id, user_id))
+            parsed = (self._keys.parse_conversation_meta(name) for name in names)
+            found = [key for key in parsed if key is not None]
+        if not names:  # a tenant, or a user without a registry (older memory, or none)
+            pattern = self._keys.conversation_meta_pattern(tenant_id, user_id)
+            async for raw in self._redis.scan_iter(match=pattern, count=500):
+                name = raw.decode() if isinstance(raw, bytes) else str(raw)
+                key = self._keys.parse_conversation_meta(name)
+                if key is not None and key.tenant_id == tenant_id:
+                    found.append(key)
         listed: list[ConversationActivity] = []
         for start in range(0, len(found), _BATCH):
             listed.extend(await self._activity(found[start : start + _BATCH]))
@@ -78,6 +87,8 @@ class RedisTenantDirectory:
         for index, key in enumerate(keys):
             last = cast("list[bytes]", replies[2 * index])
             turn = replies[2 * index + 1]
+            if turn is None and not last:
+                continue  # its meta expired (a registry keeps names until it is trimmed)
             created = ChatMessage.model_validate_json(last[0]).created_at if last else ""
             listed.append(ConversationActivity(key, created, int(turn or 0)))
         return listed

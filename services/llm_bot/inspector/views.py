@@ -99,14 +99,18 @@ async def _index_counts(inspector: Inspector, tenant_id: str, user_id: str) -> d
     return {"index_entries": entries, "index_entries_without_vector": without}
 
 
-async def user_view(inspector: Inspector, tenant_id: str, user_id: str) -> dict[str, Any]:
-    """A user's long-term memory, index and conversations."""
+async def user_view(
+    inspector: Inspector, tenant_id: str, user_id: str, page: int = 1
+) -> dict[str, Any]:
+    """A user's long-term memory, index and conversations; the facts (current first, by
+    importance) ``PAGE_SIZE`` a page."""
     ltm = inspector.ltm
     profile = await ltm.profile(tenant_id, user_id)
     facts = await ltm.facts(tenant_id, user_id)
     episodes = sorted(await ltm.episodes(tenant_id, user_id), key=lambda e: e.created_at)
     events = sorted(await ltm.events(tenant_id, user_id), key=lambda e: e.created_at)
     conversations = await inspector.directory.conversations(tenant_id, user_id)
+    facts_shown, facts_page = _page(_fact_history(facts), page)
     open_rounds = []
     for conversation in conversations:
         memory = await inspector.store.working_memory(conversation.key)
@@ -116,7 +120,8 @@ async def user_view(inspector: Inspector, tenant_id: str, user_id: str) -> dict[
         "tenant_id": tenant_id,
         "user_id": user_id,
         "profile": [a.model_dump(mode="json") for _, a in sorted(profile.items())],
-        "facts": _fact_history(facts),
+        "facts": facts_shown,
+        "facts_page": facts_page,
         "episodes": [e.model_dump(mode="json") for e in episodes],
         "events": [e.model_dump(mode="json") for e in events],
         **await _index_counts(inspector, tenant_id, user_id),
