@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 from llm_bot.adapters.local_embedder import DIMENSION, INDEX_MODEL_ID
-from llm_bot.bootstrap import long_term_store, recall_index, redis_client
+from llm_bot.bootstrap import long_term_store, progress_store, recall_index, redis_client
 from llm_bot.gateway.api_keys import key_digest
 from llm_bot.logs import configure_logging
 from llm_bot.memory.keyword_terms import keyword_terms
@@ -104,6 +104,9 @@ async def run(args: argparse.Namespace) -> int:
         now = datetime.now(UTC).isoformat()
         facts = [_fact(n, now) for n in range(args.facts)]
         await long_term_store(settings, client).write(tenant, user, erasure="", facts=facts)
+        # A user with memory has a key registry (every reply and job writes it): a done job's
+        # marker makes one, so the page lists conversations as it does for a real user.
+        await progress_store(settings, client).mark_job_done(tenant, user, "job_seed", erasure="")
     finally:
         await client.aclose()
     print(f"seeded {args.entries} index entries and {args.facts} facts", flush=True)
