@@ -519,6 +519,23 @@ class Worker(_Running):
         return tuple(sweeps)
 
 
+def worker_indexer(
+    base: Foundation, progress: RedisMemoryProgress, ltm: RedisLongTermStore
+) -> Indexer | None:
+    """The indexer that keeps the retrieval index in step with conversations and long-term
+    memory (None with retrieval off): the worker's, and the inspector's fact edits'."""
+    if base.embedder is None:
+        return None
+    return Indexer(
+        progress=progress,
+        ltm=ltm,
+        index=base.index,
+        embedder=base.embedder,
+        metrics=base.metrics,
+        clock=utc_now,
+    )
+
+
 WORKER_PREFETCH = 8
 
 
@@ -532,18 +549,7 @@ def build_worker(
     base = build_foundation(settings, tracer_provider=tracer_provider, registry=registry)
     progress = progress_store(settings, base.redis)
     ltm = long_term_store(settings, base.redis)
-    indexer = (
-        Indexer(
-            progress=progress,
-            ltm=ltm,
-            index=base.index,
-            embedder=base.embedder,
-            metrics=base.metrics,
-            clock=utc_now,
-        )
-        if base.embedder is not None
-        else None
-    )
+    indexer = worker_indexer(base, progress, ltm)
     handler = MemoryJobHandler(
         progress=progress,
         classifier=MessageClassifier(

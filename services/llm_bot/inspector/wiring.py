@@ -21,6 +21,7 @@ from llm_bot.bootstrap import (
     personas,
     progress_store,
     utc_now,
+    worker_indexer,
 )
 from llm_bot.config import ConfigurationError, Settings
 from llm_bot.graph.state import GraphContext
@@ -28,7 +29,6 @@ from llm_bot.inspector.access_keys import InspectorKeys
 from llm_bot.inspector.sessions import Sessions
 from llm_bot.inspector.tenant_directory import RedisTenantDirectory
 from llm_bot.service.fact_edits import FactEditor
-from llm_bot.service.indexer import Indexer
 
 
 class InspectorMetrics:
@@ -110,18 +110,7 @@ def build_inspector(
 def fact_editor(settings: Settings, base: Foundation, ltm: RedisLongTermStore) -> FactEditor:
     """The worker's stores, lease and indexer (its metrics in the inspector's registry)."""
     progress = progress_store(settings, base.redis)
-    indexer = (
-        Indexer(
-            progress=progress,
-            ltm=ltm,
-            index=base.index,
-            embedder=base.embedder,
-            metrics=base.metrics,
-            clock=utc_now,
-        )
-        if base.embedder is not None
-        else None
-    )
+    indexer = worker_indexer(base, progress, ltm)
     return FactEditor(
         ltm=ltm,
         progress=progress,
