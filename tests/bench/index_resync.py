@@ -88,7 +88,8 @@ class LoopProbe:
         return self.worst
 
 
-def _entry(n: int) -> IndexEntry:
+def synthetic_entry(n: int) -> IndexEntry:
+    """The ``n``-th of a big user's synthetic index entries (also the inspector bench's)."""
     text = f"on day {n} we talked about topic{n % 997} and the garden"
     return IndexEntry(
         id=f"m|c{n // 1000}|e{n}",
@@ -107,7 +108,7 @@ def _entry(n: int) -> IndexEntry:
 
 async def fill(index: RedisRecallIndex, tenant: str, user: str, count: int) -> None:
     for start in range(0, count, 1000):
-        chunk = [_entry(n) for n in range(start, min(start + 1000, count))]
+        chunk = [synthetic_entry(n) for n in range(start, min(start + 1000, count))]
         await index.upsert(
             tenant, user, [(e, hashed_vectors(e)) for e in chunk], model="hashing", erasure=""
         )
@@ -199,7 +200,7 @@ async def main_async(args: argparse.Namespace) -> int:
             async def resyncs() -> None:
                 for n in range(int(args.seconds // 2)):
                     if args.during != "questions":
-                        await index.remove(big_tenant, big_user, [_entry(n).id])
+                        await index.remove(big_tenant, big_user, [synthetic_entry(n).id])
                     if args.during == "removals":
                         await asyncio.sleep(2)
                         continue

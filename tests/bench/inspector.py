@@ -29,10 +29,9 @@ from llm_bot.adapters.local_embedder import DIMENSION, INDEX_MODEL_ID
 from llm_bot.bootstrap import long_term_store, progress_store, recall_index, redis_client
 from llm_bot.gateway.api_keys import key_digest
 from llm_bot.logs import configure_logging
-from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.long_term import SemanticFact, Source
-from llm_bot.memory.recall_items import IndexEntry
 from llm_bot.memory.working import ConversationKey
+from tests.bench.index_resync import synthetic_entry
 from tests.bench.throughput import remove_keys
 from tests.support.events import new_id
 from tests.support.harness import settings_for_test
@@ -41,23 +40,6 @@ from tests.support.services import DEFAULT_AMQP_URL, DEFAULT_REDIS_URL, ServiceU
 
 KEY = "sk-bench-inspector-0123456789"
 TOPICS = ("garden", "trip", "invoice", "Chiang Mai", "piano", "refund", "birthday", "bike")
-
-
-def _entry(n: int) -> IndexEntry:
-    text = f"on day {n} we talked about the {TOPICS[n % len(TOPICS)]} and topic{n % 997}"
-    return IndexEntry(
-        id=f"m|c{n // 1000}|e{n}",
-        kind="message",
-        text=text,
-        speaker="Ann",
-        date="2023-05-08T10:00:00+00:00",
-        conversation_id=f"c{n // 1000}",
-        turn=n,
-        seq=n,
-        source_id=f"e{n}",
-        terms=tuple(keyword_terms(text)),
-        indexed_at=1_700_000_000.0,
-    )
 
 
 def _vector(n: int) -> np.ndarray:
@@ -99,7 +81,10 @@ async def run(args: argparse.Namespace) -> int:
     try:
         index = recall_index(settings, client)
         for start in range(0, args.entries, 1000):
-            rows = [(_entry(n), _vector(n)) for n in range(start, min(start + 1000, args.entries))]
+            rows = [
+                (synthetic_entry(n), _vector(n))
+                for n in range(start, min(start + 1000, args.entries))
+            ]
             await index.upsert(tenant, user, rows, model=INDEX_MODEL_ID, erasure="")
         now = datetime.now(UTC).isoformat()
         facts = [_fact(n, now) for n in range(args.facts)]
