@@ -19,6 +19,7 @@ from llm_bot.contract import CandidateDeltaV1
 from llm_bot.contract.messages import candidate_id
 from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import ReplyChannel
+from llm_bot.service.commands import ChatEvent
 
 
 class ReplyStream:
@@ -66,3 +67,14 @@ class ReplyStream:
             delta=text,
         )
         await self._replies.send(self._reply_to, self._event_id, delta)
+
+
+def stream_for(
+    event: ChatEvent, replies: ReplyChannel | None, interval: float
+) -> ReplyStream | None:
+    """Where the event's reply streams (its ``reply_to``), or None (no streaming)."""
+    if replies is None or event.reply_to is None:
+        return None
+    return ReplyStream(
+        replies, event.reply_to, key=event.key, event_id=event.event_id, interval=interval
+    )

@@ -6,17 +6,18 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Annotated, Protocol, TypedDict
+from typing import Annotated, TypedDict
 
 from opentelemetry.trace import Tracer
 
 from llm_bot.contract import CandidateV1, MemoryJobV1
+from llm_bot.graph.tool_rounds import ToolRoundScheduler
 from llm_bot.memory.context import AssembledContext, ContextBudget
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.tokens import TokenCounter
 from llm_bot.memory.tool_rounds import ToolRound
 from llm_bot.memory.window import WindowBounds, bounded_messages
-from llm_bot.memory.working import ConversationKey, Recalled
+from llm_bot.memory.working import Recalled
 from llm_bot.ports import ChatModel, MemoryStore, ModelReply, ReplyChannel, ToolSpec
 from llm_bot.service.chat_runs import Route
 from llm_bot.service.commands import ChatEvent
@@ -68,12 +69,6 @@ class GraphContext:
         return self.personas or single_persona(self.system_prompt, self.tools)
 
 
-class ToolRoundScheduler(Protocol):
-    async def schedule(self, key: ConversationKey, deadline: float) -> None: ...
-
-    async def unschedule(self, key: ConversationKey) -> None: ...
-
-
 class GraphState(TypedDict, total=False):
     """State of one event's run; nodes return only the keys they change."""
 
@@ -106,5 +101,5 @@ __all__ = [
     "GraphContext",
     "GraphState",
     "Route",  # re-exported: its home is service/chat_runs.py
-    "ToolRoundScheduler",
+    "ToolRoundScheduler",  # re-exported: its home is graph/tool_rounds.py
 ]

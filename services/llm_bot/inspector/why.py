@@ -13,8 +13,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from llm_bot.graph.nodes import already_shown, prompt_context, turn_start
+from llm_bot.graph.model_call import prompt_context
+from llm_bot.graph.recall import already_shown
 from llm_bot.graph.state import ChatEvent, GraphContext
+from llm_bot.graph.tool_rounds import turn_start
 from llm_bot.memory.memory_block import recalled_line
 from llm_bot.memory.memory_message import read_memory
 from llm_bot.memory.recall_items import SearchHit, conversation_of
@@ -33,20 +35,22 @@ async def dry_run(
     recalled = await ctx.memory.load(key, DRY_RUN_EVENT_ID)
     event = ChatEvent(event_id=DRY_RUN_EVENT_ID, type="message", key=key, created_at=at, text=text)
     persona = ctx.persona_catalog.choose(None, recalled.memory.session.get("persona"))
-    _step, added = turn_start(ctx, "reply", event, recalled, persona)
+    _step, added = turn_start("reply", event, recalled, persona, max_rounds=ctx.max_tool_rounds)
     window = bounded_messages([], WindowAppend((*recalled.memory.messages, *added), ctx.bounds))
     retrieval: Retrieval = NOTHING
     hits: list[SearchHit] = []
     if ctx.retriever is not None and persona.retrieval:
         query = ctx.retriever.prepare(text)
-        shown = already_shown(ctx, recalled, added)
+        shown = already_shown(recalled, added, ctx.bounds)
         retrieval = await ctx.retriever.retrieve(
             query, key, exclude=shown, topic=recalled.memory.topic
         )
         if query is not None and retrieval.outcome == "searched":
             vector = await query.embedding if query.embedding is not None else None
             hits = await ctx.retriever.search(text, vector, key, exclude=shown)
-    context = prompt_context(ctx, persona, recalled, window, retrieval)
+    context = prompt_context(
+        persona, recalled, window, retrieval, budget=ctx.budget, counter=ctx.counter
+    )
     sections = _sections(ctx, context.messages, context.window_messages)
     in_prompt = _recalled_in_prompt(context.messages)
     return {

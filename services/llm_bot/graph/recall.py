@@ -1,0 +1,107 @@
+"""``recall``: load working memory, number the turn, put the event's messages into the
+window and retrieve what is relevant to a message (its embedding overlaps the memory
+load). Then a duplicate ends here, a tool trace or transcript goes to ``remember``, a
+message to the model (or to its flow)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+from langgraph.graph import END
+from langgraph.types import Command
+
+from llm_bot.graph.duplicates import DuplicateReplay
+from llm_bot.graph.routing import ROUTES_WITHOUT_MODEL
+from llm_bot.graph.state import GraphState
+from llm_bot.graph.tool_rounds import turn_start
+from llm_bot.memory.messages import ChatMessage
+from llm_bot.memory.window import WindowAppend, WindowBounds, reduce_window
+from llm_bot.memory.working import Recalled
+from llm_bot.ports import MemoryStore
+from llm_bot.service.personas import PersonaCatalog
+from llm_bot.service.retriever import Retrieval, Retriever
+from llm_bot.telemetry.metrics import Metrics
+
+log = structlog.get_logger(__name__)
+
+
+async def recall_turn(
+    state: GraphState,
+    *,
+    memory: MemoryStore,
+    personas: PersonaCatalog,
+    retriever: Retriever | None,
+    bounds: WindowBounds,
+    max_tool_rounds: int,
+    metrics: Metrics,
+    replay: DuplicateReplay,
+) -> Command[str]:
+    """The event's turn, window and recalled memory, and the node that goes on with it."""
+    event = state["event"]
+    replying = state["route"] == "reply"
+    asked = personas.choose(event.persona) if event.persona is not None else None
+    searching = retriever is not None and replying and (asked is None or asked.retrieval)
+    query = retriever.prepare(event.text, event.created_at) if retriever and searching else None
+    try:
+        recalled = await memory.load(event.key, event.event_id)
+    except BaseException:
+        if query is not None:
+            query.cancel()
+        raise
+    if recalled.processed is not None:
+        if query is not None:
+            query.cancel()
+        return await replay(event, recalled, recalled.processed)
+    persona = asked or personas.choose(None, recalled.memory.session.get("persona"))
+    if query is not None and not persona.retrieval:
+        query.cancel()
+    searching = searching and persona.retrieval
+    loaded = recalled.memory.messages
+    step, added = turn_start(state["route"], event, recalled, persona, max_rounds=max_tool_rounds)
+    if step.route == "tool_duplicate":
+        log.info(
+            "tool.duplicate_result", tool_call_id=event.tool.tool_call_id if event.tool else ""
+        )
+        return Command(update={"route": "tool_duplicate", "recalled": recalled}, goto=END)
+    update: dict[str, Any] = {
+        "route": step.route,
+        "recalled": recalled,
+        "turn": added[-1].turn,
+        "turn_messages": added,
+        "messages": WindowAppend((*loaded, *added), bounds),
+        "tools": step.tools,
+        "rounds_done": step.rounds_done,
+        "tool_round": step.tool_round,
+        "persona": persona,
+    }
+    if step.route == "continue" and recalled.memory.topic is not None:
+        # The turn goes on: what was recalled for its message stays (and the prefix too).
+        topic = recalled.memory.topic
+        update["retrieval"] = Retrieval("topic_reuse", topic.selection, topic, 0.0)
+    if replying and not searching:
+        metrics.retrieval_searches.labels("off").inc()
+    elif retriever is not None and searching:
+        update["retrieval"] = await retriever.retrieve(
+            query,
+            event.key,
+            exclude=already_shown(recalled, added, bounds),
+            topic=recalled.memory.topic,
+        )
+    if step.route == "continue":
+        metrics.tool_rounds.labels("completed").inc()
+    if step.closing:
+        metrics.tool_rounds.labels("closed").inc()
+    if step.route in ROUTES_WITHOUT_MODEL:
+        return Command(update=update, goto="remember")
+    return Command(update=update, goto="flow" if step.route == "flow" else "call_model")
+
+
+def already_shown(
+    recalled: Recalled, added: Sequence[ChatMessage], bounds: WindowBounds
+) -> set[str]:
+    """Ids of what the window (with ``added``) and the long-term bundle already show: not
+    recalled again."""
+    window = reduce_window(recalled.memory.messages, added, bounds).messages
+    return {m.id for m in window} | recalled.bundle.item_ids()
