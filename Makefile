@@ -46,7 +46,7 @@ gateway: $(STAMP) ## run the OpenAI-compatible gateway on :8000 beside `make run
 	$(BIN)/llm-bot gateway
 
 .PHONY: inspect
-inspect: $(STAMP) ## the memory inspector in the browser on :8081 (needs LLM_BOT_INSPECTOR_KEYS: see README)
+inspect: $(STAMP) ## the memory inspector in the browser on :8081 (needs LLM_BOT_INSPECTOR_KEYS: see docs/inspector.md)
 	$(BIN)/llm-bot inspect
 
 .PHONY: screenshots

@@ -38,7 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="llm-bot",
         description="Event-driven chat bot with layered conversation memory. "
-        "Configuration comes from the environment (see README).",
+        "Configuration comes from the environment (see docs/configuration.md).",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("run", help="consume InternalEventV2 events and publish candidates")

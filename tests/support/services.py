@@ -53,7 +53,7 @@ def real_services(amqp_url: str, redis_url: str) -> Iterator[ServiceUrls]:
             f"RabbitMQ ({urlsplit(amqp_url).hostname}:{urlsplit(amqp_url).port or 5672}) or "
             f"Redis ({urlsplit(redis_url).hostname}:{urlsplit(redis_url).port or 6379}) is not "
             "reachable and Docker is not available for testcontainers. Start RabbitMQ and "
-            "Redis (see README, 'Running the tests') or set AMQP_URL / REDIS_URL."
+            "Redis (see docs/testing.md) or set AMQP_URL / REDIS_URL."
         )
     from testcontainers.rabbitmq import RabbitMqContainer  # noqa: PLC0415  # only with Docker
     from testcontainers.redis import RedisContainer  # noqa: PLC0415  # only with Docker

@@ -1,10 +1,11 @@
-"""The README's "Publish an event and read the candidate" program, run as a newcomer would:
-twice with different text (each run prints its own answer), and with the model down (it
-prints the ErrorV1 instead of waiting forever).
+"""The "Publish an event and read the candidate" program of docs/contract.md (the one the
+README's Quick start sends its messages with), run as a newcomer would: twice with different
+text (each run prints its own answer), and with the model down (it prints the ErrorV1
+instead of waiting forever).
 
-The program is taken from README.md as it stands; only the broker URL and the routing keys
-are swapped for this test's own (each literal must be there exactly once, so an edit of the
-README that this test would silently miss fails it instead).
+The program is taken from docs/contract.md as it stands; only the broker URL and the routing
+keys are swapped for this test's own (each literal must be there exactly once, so an edit of
+the page that this test would silently miss fails it instead).
 """
 
 from __future__ import annotations
@@ -24,15 +25,15 @@ from tests.support.harness import bot
 
 pytestmark = pytest.mark.e2e
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-SECTION = "### Publish an event and read the candidate"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "contract.md"
+SECTION = "\n## Publish an event and read the candidate\n"
 
 
 def _program(settings: Settings) -> str:
-    text = README.read_text()
+    text = PAGE.read_text(encoding="utf-8")
     section = text[text.index(SECTION) :]
     match = re.search(r"```python\n(.*?)```", section, re.S)
-    assert match is not None, "no python block in the README section"
+    assert match is not None, "no python block in the section"
     program = match.group(1)
     swaps = {
         '"amqp://guest:guest@localhost:5672/"': repr(settings.amqp_url.get_secret_value()),
@@ -41,10 +42,10 @@ def _program(settings: Settings) -> str:
         '"internal.llmbot.error.v1"': repr(settings.error_routing_key),
     }
     for old, new in swaps.items():
-        assert program.count(old) == 1, f"README program: expected {old} once"
+        assert program.count(old) == 1, f"the program: expected {old} once"
         program = program.replace(old, new)
     exchange = r'declare_exchange\(\s*"internal"'
-    assert len(re.findall(exchange, program)) == 1, "README program: expected the exchange once"
+    assert len(re.findall(exchange, program)) == 1, "the program: expected the exchange once"
     return re.sub(exchange, f"declare_exchange({settings.ingress_exchange!r}", program)
 
 
@@ -60,7 +61,7 @@ async def _run(path: Path, text: str) -> tuple[int, str, str]:
     return process.returncode or 0, out.decode().strip(), err.decode().strip()
 
 
-async def test_readme_program_prints_each_runs_own_answer(
+async def test_ask_program_prints_each_runs_own_answer(
     make_settings: Callable[..., Settings], tmp_path: Path
 ) -> None:
     settings = make_settings()
@@ -73,7 +74,7 @@ async def test_readme_program_prints_each_runs_own_answer(
     assert second == (0, "echo: And the red one?", "")
 
 
-async def test_readme_program_prints_the_error_when_the_model_is_down(
+async def test_ask_program_prints_the_error_when_the_model_is_down(
     make_settings: Callable[..., Settings], fake_model: FakeModelServer, tmp_path: Path
 ) -> None:
     fake_model.script(*[Fault.status(503)] * 2)
