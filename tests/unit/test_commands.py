@@ -1,4 +1,4 @@
-"""Every event type has a command, every command a handler: checked, not hoped."""
+"""Every event type has a command of its own kind: checked, not hoped."""
 
 from __future__ import annotations
 
@@ -11,10 +11,13 @@ from llm_bot.contract.messages import EventType
 from llm_bot.memory.working import ConversationKey
 from llm_bot.service.commands import (
     COMMAND_FOR,
-    ChatEvent,
     Command,
     EndConversation,
     ForgetMemory,
+    ImportTranscript,
+    RecordToolCall,
+    RecordToolResult,
+    ReplyToMessage,
     command_for,
     missing,
 )
@@ -34,14 +37,15 @@ def test_every_event_type_has_a_command() -> None:
 
 
 def test_missing_names_what_a_table_lacks() -> None:
-    assert missing({ChatEvent: 1}, get_args(Command)) == ["ForgetMemory", "EndConversation"]
+    chat = {ReplyToMessage, ImportTranscript, RecordToolCall, RecordToolResult}
+    assert missing(chat, get_args(Command)) == ["ForgetMemory", "EndConversation"]
     assert missing(COMMAND_FOR, ("message", "flow.step")) == ["flow.step"]
 
 
-def test_a_message_becomes_a_chat_event_with_its_prompt_and_key() -> None:
+def test_a_message_becomes_a_reply_command_with_its_prompt_and_key() -> None:
     command = command_for(_event("message"))
-    assert isinstance(command, ChatEvent)
-    assert (command.type, command.text, command.key) == (
+    assert isinstance(command, ReplyToMessage)
+    assert (command.event_type, command.text, command.key) == (
         "message",
         "hi",
         ConversationKey("t", "u", "c1"),
@@ -56,9 +60,21 @@ def test_forget_and_end_become_their_own_commands() -> None:
     assert end.event.type == "conversation.end"
 
 
-@pytest.mark.parametrize("event_type", ["tool.call", "tool.result"])
-def test_tool_events_run_the_graph(event_type: str) -> None:
+@pytest.mark.parametrize(
+    ("event_type", "kind"), [("tool.call", RecordToolCall), ("tool.result", RecordToolResult)]
+)
+def test_tool_events_become_their_own_commands_with_the_trace(
+    event_type: str, kind: type[RecordToolCall | RecordToolResult]
+) -> None:
     tool = {"tool_call_id": "call_1", "name": "lookup", "content": "ok"}
     command = command_for(_event(event_type, tool=tool))
-    assert isinstance(command, ChatEvent)
-    assert command.tool is not None
+    assert isinstance(command, kind)
+    assert command.tool.tool_call_id == "call_1"
+    assert command.event_type == event_type
+
+
+def test_a_transcript_becomes_an_import_with_its_messages() -> None:
+    transcript = [{"role": "user", "text": "earlier"}]
+    command = command_for(_event("transcript", transcript=transcript))
+    assert isinstance(command, ImportTranscript)
+    assert [m.text for m in command.transcript] == ["earlier"]

@@ -14,6 +14,7 @@ from llm_bot.graph.reply_stream import stream_for
 from llm_bot.graph.state import GraphState
 from llm_bot.memory.context import AssembledContext, ContextBudget
 from llm_bot.ports import ModelReply, ReplyChannel
+from llm_bot.service.commands import ReplyToMessage
 from llm_bot.service.flow_runner import FlowRunner, FlowStart
 from llm_bot.service.personas import PersonaCatalog
 from llm_bot.telemetry.metrics import Metrics
@@ -34,6 +35,8 @@ async def flow_reply(
 ) -> dict[str, Any]:
     """The flow's turn, and its words as the reply (with an empty prompt: none was sent)."""
     event, recalled = state["event"], state["recalled"]
+    if not isinstance(event, ReplyToMessage):  # supervisor routes only messages here
+        raise TypeError(f"a flow takes messages, not {event.event_type}")
     asked = personas.choose(event.persona) if event.persona is not None else None
     start = FlowStart(asked.flow, asked.name) if asked is not None and asked.flow else None
     turn = await flows.turn(

@@ -20,6 +20,7 @@ from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.window import WindowAppend, WindowBounds, reduce_window
 from llm_bot.memory.working import Recalled
 from llm_bot.ports import MemoryStore
+from llm_bot.service.commands import RecordToolResult, ReplyToMessage
 from llm_bot.service.personas import PersonaCatalog
 from llm_bot.service.retriever import Retrieval, Retriever
 from llm_bot.telemetry.metrics import Metrics
@@ -40,10 +41,15 @@ async def recall_turn(
 ) -> Command[str]:
     """The event's turn, window and recalled memory, and the node that goes on with it."""
     event = state["event"]
-    replying = state["route"] == "reply"
+    message = event if isinstance(event, ReplyToMessage) else None
+    replying = state["route"] == "reply" and message is not None
     asked = personas.choose(event.persona) if event.persona is not None else None
     searching = retriever is not None and replying and (asked is None or asked.retrieval)
-    query = retriever.prepare(event.text, event.created_at) if retriever and searching else None
+    query = (
+        retriever.prepare(message.text, event.created_at)
+        if retriever and message and searching
+        else None
+    )
     try:
         recalled = await memory.load(event.key, event.event_id)
     except BaseException:
@@ -61,9 +67,8 @@ async def recall_turn(
     loaded = recalled.memory.messages
     step, added = turn_start(state["route"], event, recalled, persona, max_rounds=max_tool_rounds)
     if step.route == "tool_duplicate":
-        log.info(
-            "tool.duplicate_result", tool_call_id=event.tool.tool_call_id if event.tool else ""
-        )
+        called = event.tool.tool_call_id if isinstance(event, RecordToolResult) else ""
+        log.info("tool.duplicate_result", tool_call_id=called)
         return Command(update={"route": "tool_duplicate", "recalled": recalled}, goto=END)
     update: dict[str, Any] = {
         "route": step.route,

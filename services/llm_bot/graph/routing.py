@@ -7,11 +7,19 @@ LangGraph no separate branch step per event.
 
 from __future__ import annotations
 
+from typing import assert_never
+
 import structlog
 from langgraph.graph import END
 from langgraph.types import Command
 
-from llm_bot.service.commands import ChatEvent
+from llm_bot.service.commands import (
+    ChatEvent,
+    ImportTranscript,
+    RecordToolCall,
+    RecordToolResult,
+    ReplyToMessage,
+)
 from llm_bot.service.flow_runner import FlowRunner
 from llm_bot.service.personas import PersonaCatalog
 
@@ -28,14 +36,18 @@ FLOW_RECALL_NEXT = (*RECALL_NEXT, "flow")
 def route_event(event: ChatEvent) -> Command[str]:
     """SKIP a message without prompt text, record tool traces and transcripts, reply to the
     rest."""
-    if event.type in ("tool.call", "tool.result"):
-        return Command(update={"route": "tool"}, goto="recall")
-    if event.type == "transcript":
-        return Command(update={"route": "transcript"}, goto="recall")
-    if not event.text.strip():
-        log.info("event.skipped", reason="no_prompt_text")
-        return Command(update={"route": "skip"}, goto=END)
-    return Command(update={"route": "reply"}, goto="recall")
+    match event:
+        case RecordToolCall() | RecordToolResult():
+            return Command(update={"route": "tool"}, goto="recall")
+        case ImportTranscript():
+            return Command(update={"route": "transcript"}, goto="recall")
+        case ReplyToMessage() if not event.text.strip():
+            log.info("event.skipped", reason="no_prompt_text")
+            return Command(update={"route": "skip"}, goto=END)
+        case ReplyToMessage():
+            return Command(update={"route": "reply"}, goto="recall")
+        case _:
+            assert_never(event)
 
 
 async def route_to_flow_or_chat(
@@ -44,7 +56,7 @@ async def route_to_flow_or_chat(
     """A message goes to the conversation's flow while one is running (or this very event
     ended it), or when it names a flow persona; everything else as ``route_event`` routes
     it."""
-    if flows is not None and event.type == "message" and event.text.strip():
+    if flows is not None and isinstance(event, ReplyToMessage) and event.text.strip():
         asked = personas.choose(event.persona) if event.persona is not None else None
         if (asked is not None and asked.flow is not None) or await flows.takes(
             event.key, event.event_id

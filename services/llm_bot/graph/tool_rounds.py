@@ -19,7 +19,7 @@ from llm_bot.memory.tool_rounds import ToolRound, closing_messages
 from llm_bot.memory.working import ConversationKey, Recalled
 from llm_bot.ports import ToolSpec
 from llm_bot.service.chat_runs import Route
-from llm_bot.service.commands import ChatEvent
+from llm_bot.service.commands import ChatEvent, RecordToolResult, ReplyToMessage
 from llm_bot.service.personas import Persona
 
 
@@ -40,7 +40,8 @@ def turn_start(
 ) -> tuple[ToolStep, list[ChatMessage]]:
     """The event's step in the tool round and the messages it adds to the window (the
     closing "no result" messages first). ``recall`` and the inspector's dry run use it."""
-    step = tool_step(route, event, recalled, max_rounds, persona.tools.for_message(event.tools))
+    asked = event.tools if isinstance(event, ReplyToMessage) else ()
+    step = tool_step(route, event, recalled, max_rounds, persona.tools.for_message(asked))
     if step.route == "tool_duplicate":
         return step, []
     return step, [*step.closing, *numbered(event, recalled)]
@@ -66,7 +67,7 @@ def tool_step(
             reason="user_moved_on",
         )
         return ToolStep(route, None, tools=offered, closing=tuple(closing))
-    if event.type != "tool.result" or event.tool is None:
+    if not isinstance(event, RecordToolResult):
         return ToolStep(route, current)
     call_id = event.tool.tool_call_id
     if any(m.role == "tool" and m.tool_call_id == call_id for m in recalled.memory.messages):

@@ -4,10 +4,18 @@ message (``memory/transcript.py``)."""
 
 from __future__ import annotations
 
+from typing import assert_never
+
 from llm_bot.memory.messages import ChatMessage, ToolCall
 from llm_bot.memory.transcript import transcript_turns
 from llm_bot.memory.working import Recalled
-from llm_bot.service.commands import ChatEvent
+from llm_bot.service.commands import (
+    ChatEvent,
+    ImportTranscript,
+    RecordToolCall,
+    RecordToolResult,
+    ReplyToMessage,
+)
 
 
 def next_seq(recalled: Recalled) -> int:
@@ -19,24 +27,29 @@ def next_seq(recalled: Recalled) -> int:
 def numbered(event: ChatEvent, recalled: Recalled) -> list[ChatMessage]:
     """The event's messages, numbered after what ``recalled`` holds."""
     seq = next_seq(recalled)
-    if event.type == "transcript":
-        return transcript_turns(
-            event.event_id,
-            event.transcript,
-            last_turn=recalled.last_turn,
-            next_seq=seq,
-            created_at=event.created_at,
-        )
-    if event.type == "message":
-        turn, seq = recalled.last_turn + 1, 0
-    else:
-        turn = max(recalled.last_turn, 1)
-    return [turn_message(event, turn, seq, event.created_at.isoformat())]
+    created_at = event.created_at.isoformat()
+    match event:
+        case ImportTranscript():
+            return transcript_turns(
+                event.event_id,
+                event.transcript,
+                last_turn=recalled.last_turn,
+                next_seq=seq,
+                created_at=event.created_at,
+            )
+        case ReplyToMessage():
+            return [user_message(event, recalled.last_turn + 1, 0, created_at)]
+        case RecordToolCall() | RecordToolResult():
+            return [tool_message(event, max(recalled.last_turn, 1), seq, created_at)]
+        case _:
+            assert_never(event)
 
 
-def turn_message(event: ChatEvent, turn: int, seq: int, created_at: str) -> ChatMessage:
-    """The message a message or tool trace contributes to its turn."""
-    if event.type == "tool.call" and event.tool is not None:
+def tool_message(
+    event: RecordToolCall | RecordToolResult, turn: int, seq: int, created_at: str
+) -> ChatMessage:
+    """The message a tool trace contributes to its turn: the call, or its result."""
+    if isinstance(event, RecordToolCall):
         call = ToolCall(
             id=event.tool.tool_call_id,
             name=event.tool.name or "tool",
@@ -52,17 +65,20 @@ def turn_message(event: ChatEvent, turn: int, seq: int, created_at: str) -> Chat
             event_id=event.event_id,
             tool_calls=(call,),
         )
-    if event.type == "tool.result" and event.tool is not None:
-        return ChatMessage(
-            id=f"{event.event_id}:result",
-            role="tool",
-            content=event.tool.content,
-            created_at=created_at,
-            turn=turn,
-            seq=seq,
-            event_id=event.event_id,
-            tool_call_id=event.tool.tool_call_id,
-        )
+    return ChatMessage(
+        id=f"{event.event_id}:result",
+        role="tool",
+        content=event.tool.content,
+        created_at=created_at,
+        turn=turn,
+        seq=seq,
+        event_id=event.event_id,
+        tool_call_id=event.tool.tool_call_id,
+    )
+
+
+def user_message(event: ReplyToMessage, turn: int, seq: int, created_at: str) -> ChatMessage:
+    """The user's message, opening its turn."""
     return ChatMessage(
         id=f"{event.event_id}:user",
         role="user",

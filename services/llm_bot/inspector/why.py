@@ -15,13 +15,14 @@ from typing import Any
 
 from llm_bot.graph.model_call import prompt_context
 from llm_bot.graph.recall import already_shown
-from llm_bot.graph.state import ChatEvent, GraphContext
+from llm_bot.graph.state import GraphContext
 from llm_bot.graph.tool_rounds import turn_start
 from llm_bot.memory.memory_block import recalled_line
 from llm_bot.memory.memory_message import read_memory
 from llm_bot.memory.recall_items import SearchHit, conversation_of
 from llm_bot.memory.window import WindowAppend, bounded_messages
 from llm_bot.memory.working import ConversationKey
+from llm_bot.service.commands import ReplyToMessage
 from llm_bot.service.retriever import NOTHING, Retrieval
 
 DRY_RUN_EVENT_ID = "inspector:why"
@@ -33,7 +34,7 @@ async def dry_run(
 ) -> dict[str, Any]:
     """The breakdown of the prompt ``text`` would get in ``key``'s conversation at ``at``."""
     recalled = await ctx.memory.load(key, DRY_RUN_EVENT_ID)
-    event = ChatEvent(event_id=DRY_RUN_EVENT_ID, type="message", key=key, created_at=at, text=text)
+    event = ReplyToMessage(event_id=DRY_RUN_EVENT_ID, key=key, created_at=at, text=text)
     persona = ctx.persona_catalog.choose(None, recalled.memory.session.get("persona"))
     _step, added = turn_start("reply", event, recalled, persona, max_rounds=ctx.max_tool_rounds)
     window = bounded_messages([], WindowAppend((*recalled.memory.messages, *added), ctx.bounds))

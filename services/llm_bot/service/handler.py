@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, get_args
+from typing import Any, Protocol, assert_never
 
 import structlog
 
@@ -24,11 +24,13 @@ from llm_bot.ports import ConversationLease
 from llm_bot.service.chat_runs import ChatRunner
 from llm_bot.service.commands import (
     ChatEvent,
-    Command,
     EndConversation,
     ForgetMemory,
+    ImportTranscript,
+    RecordToolCall,
+    RecordToolResult,
+    ReplyToMessage,
     command_for,
-    missing,
 )
 from llm_bot.service.conversation_locks import ConversationLocks
 from llm_bot.service.erasure import Eraser
@@ -103,14 +105,6 @@ class EventHandler:
         self._max_body_bytes = max_body_bytes
         self._log_content = log_content
         self._locks = ConversationLocks()
-        self._handlers: dict[type, Callable[[Command, Delivery], Awaitable[Outcome]]] = {
-            ChatEvent: self._chat,
-            ForgetMemory: self._forget,
-            EndConversation: self._end,
-        }
-        unhandled = missing(self._handlers, get_args(Command))
-        if unhandled:
-            raise TypeError(f"commands without a handler: {', '.join(unhandled)}")
 
     async def handle(self, delivery: Delivery) -> Outcome:
         """Never raises (but for cancellation): every failure becomes a ``DeadLetter``."""
@@ -190,28 +184,28 @@ class EventHandler:
         self._metrics.retried()
 
     async def _dispatch(self, event: InternalEventV2, delivery: Delivery) -> Outcome:
+        """The command's own handling; mypy checks every command kind has a case."""
         command = command_for(event)
-        if delivery.reply_to and isinstance(command, ChatEvent):
-            command = dataclasses.replace(command, reply_to=delivery.reply_to)
-        handler = self._handlers[type(command)]
-        return await handler(command, delivery)
+        match command:
+            case ReplyToMessage() | ImportTranscript() | RecordToolCall() | RecordToolResult():
+                if delivery.reply_to:
+                    command = dataclasses.replace(command, reply_to=delivery.reply_to)
+                return await self._chat(command, delivery.lease_token)
+            case ForgetMemory():
+                deleted = await self._eraser.forget(
+                    command.tenant_id, command.user_id, command.conversation_id
+                )
+                return Recorded(f"erased {deleted} keys")
+            case EndConversation():
+                return Recorded("finalization queued", job=finalize_job(command.event))
+            case _:
+                assert_never(command)
 
-    async def _forget(self, command: Command, _: Delivery) -> Outcome:
-        assert isinstance(command, ForgetMemory)  # noqa: S101  # the table routes by type
-        deleted = await self._eraser.forget(
-            command.tenant_id, command.user_id, command.conversation_id
-        )
-        return Recorded(f"erased {deleted} keys")
-
-    async def _end(self, command: Command, _: Delivery) -> Outcome:
-        assert isinstance(command, EndConversation)  # noqa: S101  # the table routes by type
-        return Recorded("finalization queued", job=finalize_job(command.event))
-
-    async def _chat(self, command: Command, delivery: Delivery) -> Outcome:
-        assert isinstance(command, ChatEvent)  # noqa: S101  # the table routes by type
-        text_fields = {"text": command.text} if self._log_content else {}
-        log.info("event.received", prompt_chars=len(command.text), **text_fields)
-        return await self._run_graph(command, delivery.lease_token)
+    async def _chat(self, command: ChatEvent, lease_token: str | None) -> Outcome:
+        text = command.text if isinstance(command, ReplyToMessage) else ""
+        text_fields = {"text": text} if self._log_content else {}
+        log.info("event.received", prompt_chars=len(text), **text_fields)
+        return await self._run_graph(command, lease_token)
 
     async def _run_graph(self, command: ChatEvent, lease_token: str | None) -> Outcome:
         held = (
@@ -227,10 +221,10 @@ class EventHandler:
         if route == "duplicate":
             return Duplicate(run.candidate, job=run.job, flow_result=run.flow_result)
         if route == "tool":
-            return Recorded(f"{command.type} recorded in turn {run.turn}")
+            return Recorded(f"{command.event_type} recorded in turn {run.turn}")
         if route == "tool_duplicate":
             return Skipped("tool result for a call already answered")
-        if route == "transcript":
+        if route == "transcript" and isinstance(command, ImportTranscript):
             return Recorded(
                 f"transcript: {len(command.transcript)} messages recorded through turn {run.turn}",
                 job=run.job,
