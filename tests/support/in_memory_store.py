@@ -145,6 +145,36 @@ class InMemoryMemoryStore(_Recording):
         ordered = sorted(self._traces.get(key, {}).items(), key=lambda item: (item[1][0], item[0]))
         return [message for _, (_, message) in ordered]
 
+    async def forget_conversation(self, key: ConversationKey) -> int:
+        """Erase one conversation: its memory, meta, trace and its events' records."""
+        self._enter("forget_conversation")
+        erasure = self.erasures.begin(key.tenant_id, key.user_id)
+        events = {m.event_id for _, m in self._traces.get(key, {}).values() if m.event_id}
+        deleted = self._drop(key)
+        for event_id in events:
+            deleted += self.processed.pop((key.tenant_id, key.user_id, event_id), None) is not None
+        self.erasures.end(key.tenant_id, key.user_id, erasure)
+        return deleted
+
+    async def forget_user(self, tenant_id: str, user_id: str) -> int:
+        """Erase everything of one user (every conversation, every record, the bundle)."""
+        self._enter("forget_user")
+        erasure = self.erasures.begin(tenant_id, user_id)
+        deleted = 0
+        for key in {*self.memory, *self.meta, *self._traces}:
+            if (key.tenant_id, key.user_id) == (tenant_id, user_id):
+                deleted += self._drop(key)
+        for record in [r for r in self.processed if r[:2] == (tenant_id, user_id)]:
+            deleted += self.processed.pop(record) is not None
+        deleted += self.bundles.pop((tenant_id, user_id), None) is not None
+        self.erasures.end(tenant_id, user_id, erasure)
+        return deleted
+
+    def _drop(self, key: ConversationKey) -> int:
+        """Delete the conversation's memory, meta and trace; how many of them existed."""
+        found = [self.memory.pop(key, None), self.meta.pop(key, None), self._traces.pop(key, None)]
+        return sum(item is not None for item in found)
+
     def _token(self, key: ConversationKey) -> str | None:
         return self.lease.tokens.get(key) if self.lease is not None else None
 
