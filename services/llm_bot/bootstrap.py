@@ -239,7 +239,7 @@ def embedder(
             limiter=limiter,
             spending=spending,
         )
-    from llm_bot.adapters.local_embedder import local_embedder  # noqa: PLC0415  # heavy import
+    from llm_bot.adapters.script_embedder import local_embedder  # noqa: PLC0415  # heavy import
 
     return local_embedder(settings.embedding_model)
 

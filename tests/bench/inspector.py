@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from llm_bot.adapters.local_embedder import DIMENSION, INDEX_MODEL_ID
+from llm_bot.adapters.script_embedder import DIMENSION, MODEL_NAME
 from llm_bot.bootstrap import long_term_store, progress_store, recall_index, redis_client
 from llm_bot.gateway.api_keys import key_digest
 from llm_bot.logs import configure_logging
@@ -85,7 +85,7 @@ async def run(args: argparse.Namespace) -> int:
                 (synthetic_entry(n), _vector(n))
                 for n in range(start, min(start + 1000, args.entries))
             ]
-            await index.upsert(tenant, user, rows, model=INDEX_MODEL_ID, erasure="")
+            await index.upsert(tenant, user, rows, model=MODEL_NAME, erasure="")
         now = datetime.now(UTC).isoformat()
         facts = [_fact(n, now) for n in range(args.facts)]
         await long_term_store(settings, client).write(tenant, user, erasure="", facts=facts)

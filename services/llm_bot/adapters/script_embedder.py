@@ -1,0 +1,66 @@
+"""The default local embedder: English text by all-MiniLM-L6-v2, the rest multilingual.
+
+Each text is embedded by one of two models, by what it is written in:
+
+- text the English model reads (``local_embedder.readable``: less than half of its
+  letters outside the Latin script) by all-MiniLM-L6-v2, as before: English recall is the
+  same, vector for vector;
+- text it cannot read (Thai, and other scripts its vocabulary lacks) by the Universal
+  Sentence Encoder Multilingual (``multilingual_model.py``).
+
+The two models' vectors live in one space of ``384 + 512`` dimensions, each model in its
+own block (an English text's vector is zero in the multilingual block, and the reverse):
+the cosine of two texts of the same model is that model's cosine, and of texts of
+different models 0, so vectors of the two models are never compared with each other
+(their cosines mean different things) and no other part of the service needs to know
+there are two. A query is embedded the same way: a Thai question is compared with Thai
+messages, an English one with English messages; a question in one language about a
+message in the other is found by its keywords (names, numbers) or the user's facts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from llm_bot.adapters import local_embedder as english_model
+from llm_bot.adapters import multilingual_model
+from llm_bot.adapters.local_embedder import LocalEmbedder
+from llm_bot.config import ConfigurationError
+from llm_bot.ports import Matrix
+
+MODEL_NAME = "all-MiniLM-L6-v2+use-multilingual-v3"
+"""What ``LLM_BOT_EMBEDDING_MODEL`` names (the default) and the vectors are stored with."""
+ENGLISH = english_model.DIMENSION
+DIMENSION = ENGLISH + multilingual_model.DIMENSION
+
+
+def encode(texts: Sequence[str]) -> Matrix:
+    """Each text's vector in the joint space (synchronous; CPU-bound)."""
+    vectors = np.zeros((len(texts), DIMENSION), dtype=np.float32)
+    if not texts:
+        return vectors
+    readable = [english_model.readable(text) for text in texts]
+    english = [n for n, ok in enumerate(readable) if ok]
+    other = [n for n, ok in enumerate(readable) if not ok and texts[n].strip()]
+    if english:
+        vectors[english, :ENGLISH] = english_model.encode([texts[n] for n in english])
+    if other:
+        vectors[other, ENGLISH:] = multilingual_model.encode([texts[n] for n in other])
+    return vectors
+
+
+def local_embedder(model: str | None) -> LocalEmbedder:
+    """The local model named by ``LLM_BOT_EMBEDDING_MODEL``: by default the two models of
+    this module; ``all-MiniLM-L6-v2`` for the English model alone (a smaller index and no
+    dense recall of other scripts)."""
+    if model in (None, "", MODEL_NAME):
+        return LocalEmbedder(encoder=encode, name=MODEL_NAME, dimension=DIMENSION)
+    if model in (english_model.MODEL_NAME, english_model.INDEX_MODEL_ID):
+        return LocalEmbedder()
+    raise ConfigurationError(
+        f"invalid configuration: LLM_BOT_EMBEDDING_MODEL: {model!r} is not a bundled local "
+        f"model (available: {MODEL_NAME}, {english_model.MODEL_NAME}); for other "
+        "models use LLM_BOT_EMBEDDINGS=openai"
+    )
