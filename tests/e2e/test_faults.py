@@ -138,7 +138,8 @@ async def test_kill_9_of_a_consumer_holding_unacked_deliveries(
     async with integrator(settings) as client, consumers(settings, 2, tmp_path) as procs:
         await publish_all(client, events)
         first = await client.next_candidate(within=30)
-        await asyncio.sleep(0.3)
+        # Kill while model calls are in flight (the fake model holds each 0.15 s).
+        await fake_model.requests_started(len(fake_model.chat_requests()) + 2)
         procs[0].kill()
         received = [
             first,

@@ -53,8 +53,9 @@ async def test_kill_9_mid_answer_resumes_in_another_replica_at_the_same_question
             # An ambiguous answer: the replica asks the model (slow), and dies meanwhile.
             fake_model.set_latency(1.5)
             fake_model.script('{"value": true}', '{"value": true}')
+            asked = len(fake_model.chat_requests())
             ids.append(await _say(client, key, "yes and no, mostly yes"))
-            await asyncio.sleep(0.7)
+            await fake_model.requests_started(asked + 1)  # the model is reading it
             first.kill()
         finally:
             await first.stop()

@@ -37,7 +37,7 @@ async def test_a_user_past_its_in_flight_cap_is_429_and_another_user_is_served(
     async with bot(settings), running_gateway(settings) as gateway:
         client = sdk_client(gateway)
         first = asyncio.create_task(_ask(client, "ann"))
-        await asyncio.sleep(0.3)  # the first is in flight, waiting for the model
+        await fake_model.requests_started(1)  # the first is in flight, waiting for the model
         with pytest.raises(openai.RateLimitError) as refused:
             await _ask(client, "ann")
         other = await _ask(client, "bob")

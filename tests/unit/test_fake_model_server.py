@@ -365,3 +365,18 @@ def test_the_memory_message_is_read_as_memory_never_as_what_the_user_said() -> N
     alone = request(system, memory)
     assert alone.last_user_text() == ""
     assert request(system, said).memory() is None
+
+
+async def test_requests_started_returns_once_the_model_was_asked(
+    server: FakeModelServer, client: AsyncOpenAI
+) -> None:
+    """``requests_started`` wakes as a request arrives, before its latency has passed, and
+    times out when none comes."""
+    server.set_latency(5.0)
+    asked = asyncio.create_task(_chat(client, "slow"))
+    [started] = await server.requests_started(1, within=3.0)
+    assert started.body["messages"][0]["content"] == "slow"
+    assert not asked.done()
+    asked.cancel()
+    with pytest.raises(TimeoutError):
+        await server.requests_started(2, within=0.1)

@@ -93,6 +93,8 @@ class FakeModelServer:
         self._runner: web.AppRunner | None = None
         self.requests: list[RecordedRequest] = []
         """Every request received, in arrival order, including faulted ones."""
+        self._arrived = asyncio.Condition()
+        """Notified as each request is recorded (see :meth:`requests_started`)."""
         self.prompt_cache = PromptCache()
         """Reports ``cached_tokens`` as OpenAI would (see ``prompt_cache.py``)."""
 
@@ -211,6 +213,21 @@ class FakeModelServer:
         """Recorded ``POST /v1/embeddings`` requests."""
         return [r for r in self.requests if r.path == EMBEDDINGS_PATH]
 
+    async def requests_started(
+        self, count: int, *, path: str = CHAT_PATH, within: float = 30.0
+    ) -> list[RecordedRequest]:
+        """Wait until ``count`` requests to ``path`` have arrived in all (each counts as
+        soon as it is recorded, before its latency or scripted fault): a test waits for
+        "the model was asked" instead of sleeping a guessed time. Raises ``TimeoutError``
+        after ``within`` seconds."""
+
+        def arrived() -> list[RecordedRequest]:
+            return [r for r in self.requests if r.path == path]
+
+        async with asyncio.timeout(within), self._arrived:
+            await self._arrived.wait_for(lambda: len(arrived()) >= count)
+        return arrived()
+
     # ----------------------------------------------------------------- handlers
 
     @contextlib.contextmanager
@@ -237,6 +254,8 @@ class FakeModelServer:
             received_at=time.time(),
         )
         self.requests.append(recorded)
+        async with self._arrived:
+            self._arrived.notify_all()
         return recorded if parse_error is None else error_response(400, parse_error)
 
     async def _reply_text(
