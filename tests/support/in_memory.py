@@ -1,11 +1,13 @@
 """In-memory implementations of the worker's ports (``llm_bot.ports``), for unit tests of
 the orchestration that run with no services. They keep the contracts that matter to the
-callers (erasure generations refuse writes, job markers, activity) and record calls;
-``fail`` makes a named method raise a given error on its next calls."""
+callers (erasure generations refuse writes, job markers, activity; ``InMemoryProgress``
+passes ``tests/support/progress_contract.py`` as ``RedisMemoryProgress`` does) and record
+calls; ``fail`` makes a named method raise a given error on its next calls."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
@@ -17,7 +19,8 @@ from llm_bot.memory.long_term import EpisodicSummary, NotableEvent, ProfileAttri
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.working import ConversationKey, ConversationProgress, WorkingMemory
 
-NO_ERASURE = "0"
+NO_ERASURE = ""
+"""The generation of a user never erased (as ``adapters/redis_erasure.py`` reads it)."""
 
 
 class _Recording:
@@ -35,10 +38,45 @@ class _Recording:
             raise self._failures[method].pop(0)
 
 
-class InMemoryProgress(_Recording):
+class InMemoryErasures:
+    """Users' erasure generations (``adapters/redis_erasure.py`` without Redis): a new
+    generation at every erasure's start and end; readers are refused while one runs."""
+
     def __init__(self) -> None:
-        super().__init__()
         self.generations: dict[tuple[str, str], str] = {}
+        self.active: Counter[tuple[str, str]] = Counter()
+        self._ids = itertools.count(1)
+
+    def generation(self, tenant_id: str, user_id: str) -> str:
+        """The generation to write under; ``ErasedMeanwhile`` while an erasure runs."""
+        if self.active[(tenant_id, user_id)]:
+            raise ErasedMeanwhile("the user's memory is being erased")
+        return self.generations.get((tenant_id, user_id), "")
+
+    def begin(self, tenant_id: str, user_id: str) -> str:
+        """Mark an erasure of the user active; returns its id."""
+        self.active[(tenant_id, user_id)] += 1
+        self._next(tenant_id, user_id)
+        return str(next(self._ids))
+
+    def end(self, tenant_id: str, user_id: str, erasure: str) -> None:
+        """The erasure ``erasure`` is over (a new generation either way)."""
+        self.active[(tenant_id, user_id)] -= 1
+        self._next(tenant_id, user_id)
+
+    def erase(self, tenant_id: str, user_id: str) -> None:
+        """A whole erasure: every earlier reader's writes are refused."""
+        self.end(tenant_id, user_id, self.begin(tenant_id, user_id))
+
+    def _next(self, tenant_id: str, user_id: str) -> None:
+        self.generations[(tenant_id, user_id)] = f"gen-{next(self._ids)}"
+
+
+class InMemoryProgress(_Recording):
+    def __init__(self, erasures: InMemoryErasures | None = None) -> None:
+        super().__init__()
+        self.erasures = erasures or InMemoryErasures()
+        self.generations = self.erasures.generations
         self.progress: dict[ConversationKey, ConversationProgress] = {}
         self.traces: dict[ConversationKey, list[ChatMessage]] = defaultdict(list)
         self.activity: dict[ConversationKey, float] = {}
@@ -50,8 +88,7 @@ class InMemoryProgress(_Recording):
 
     def erase(self, tenant_id: str, user_id: str) -> None:
         """What an erasure does to the generation: every earlier reader is refused."""
-        current = int(self.generations.get((tenant_id, user_id), NO_ERASURE))
-        self.generations[(tenant_id, user_id)] = str(current + 1)
+        self.erasures.erase(tenant_id, user_id)
 
     def _check(self, tenant_id: str, user_id: str, erasure: str) -> None:
         if self.generations.get((tenant_id, user_id), NO_ERASURE) != erasure:
@@ -59,7 +96,7 @@ class InMemoryProgress(_Recording):
 
     async def erasure(self, tenant_id: str, user_id: str) -> str:
         self._enter("erasure")
-        return self.generations.get((tenant_id, user_id), NO_ERASURE)
+        return self.erasures.generation(tenant_id, user_id)
 
     async def exists(self, key: ConversationKey) -> bool:
         self._enter("exists")
@@ -97,14 +134,20 @@ class InMemoryProgress(_Recording):
     async def mark_classified(self, key: ConversationKey, turn: int, *, erasure: str) -> None:
         self._enter("mark_classified")
         self._check(key.tenant_id, key.user_id, erasure)
-        old = self.progress[key]
+        old = self.progress.get(key, ConversationProgress(None, 0, 0, 0))
+        classified = max(turn, old.classified_through)  # marks only rise
         self.progress[key] = ConversationProgress(
-            old.memory, old.last_turn, old.compacted_through, turn, old.indexed_through
+            old.memory, old.last_turn, old.compacted_through, classified, old.indexed_through
         )
 
     async def mark_indexed(self, key: ConversationKey, turn: int, *, erasure: str) -> None:
         self._enter("mark_indexed")
         self._check(key.tenant_id, key.user_id, erasure)
+        old = self.progress.get(key, ConversationProgress(None, 0, 0, 0))
+        indexed = max(turn, old.indexed_through)
+        self.progress[key] = ConversationProgress(
+            old.memory, old.last_turn, old.compacted_through, old.classified_through, indexed
+        )
 
     async def touch(self, key: ConversationKey, at: float) -> None:
         self._enter("touch")
@@ -112,11 +155,12 @@ class InMemoryProgress(_Recording):
 
     async def idle(self, before: float, limit: int = 100) -> list[tuple[ConversationKey, float]]:
         self._enter("idle")
-        return [(k, at) for k, at in self.activity.items() if at < before][:limit]
+        due = sorted(((k, at) for k, at in self.activity.items() if at <= before), key=_score)
+        return due[:limit]
 
     async def idle_count(self, before: float) -> int:
         self._enter("idle_count")
-        return sum(1 for at in self.activity.values() if at < before)
+        return sum(1 for at in self.activity.values() if at <= before)
 
     async def clear_activity(self, key: ConversationKey, seen_score: float) -> bool:
         self._enter("clear_activity")
@@ -139,6 +183,10 @@ class InMemoryProgress(_Recording):
         self._enter("mark_job_done")
         self._check(tenant_id, user_id, erasure)
         self.done_jobs.add((tenant_id, user_id, job_id))
+
+
+def _score(row: tuple[ConversationKey, float]) -> float:
+    return row[1]
 
 
 class InMemoryLongTermStore(_Recording):

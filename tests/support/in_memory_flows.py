@@ -9,7 +9,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
 from llm_bot.memory.working import ConversationKey
-from tests.support.in_memory_store import InMemoryErasures
+from tests.support.in_memory import InMemoryErasures
 
 
 class InMemoryFlowCheckpoints:

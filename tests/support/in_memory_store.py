@@ -10,8 +10,6 @@ not the package: the service never runs without Redis, so only tests need it.
 
 from __future__ import annotations
 
-import itertools
-from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -25,44 +23,10 @@ from llm_bot.memory.working import (
     Recalled,
     WorkingMemory,
 )
-from tests.support.in_memory import InMemoryLease, _Recording
+from tests.support.in_memory import InMemoryErasures, InMemoryLease, _Recording
 
 MAX_SEQ_PER_TURN = 1000
 """As in the raw trace in Redis: a message's place is ``turn * 1000 + seq``."""
-
-
-class InMemoryErasures:
-    """Users' erasure generations (``adapters/redis_erasure.py`` without Redis): a new
-    generation at every erasure's start and end; readers are refused while one runs."""
-
-    def __init__(self) -> None:
-        self.generations: dict[tuple[str, str], str] = {}
-        self.active: Counter[tuple[str, str]] = Counter()
-        self._ids = itertools.count(1)
-
-    def generation(self, tenant_id: str, user_id: str) -> str:
-        """The generation to write under; ``ErasedMeanwhile`` while an erasure runs."""
-        if self.active[(tenant_id, user_id)]:
-            raise ErasedMeanwhile("the user's memory is being erased")
-        return self.generations.get((tenant_id, user_id), "")
-
-    def begin(self, tenant_id: str, user_id: str) -> str:
-        """Mark an erasure of the user active; returns its id."""
-        self.active[(tenant_id, user_id)] += 1
-        self._next(tenant_id, user_id)
-        return str(next(self._ids))
-
-    def end(self, tenant_id: str, user_id: str, erasure: str) -> None:
-        """The erasure ``erasure`` is over (a new generation either way)."""
-        self.active[(tenant_id, user_id)] -= 1
-        self._next(tenant_id, user_id)
-
-    def erase(self, tenant_id: str, user_id: str) -> None:
-        """A whole erasure: every earlier reader's writes are refused."""
-        self.end(tenant_id, user_id, self.begin(tenant_id, user_id))
-
-    def _next(self, tenant_id: str, user_id: str) -> None:
-        self.generations[(tenant_id, user_id)] = f"gen-{next(self._ids)}"
 
 
 class FencedLease(InMemoryLease):

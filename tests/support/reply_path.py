@@ -33,8 +33,9 @@ from llm_bot.service.commands import (
 from llm_bot.service.flow_runner import FlowRunner
 from llm_bot.service.personas import Persona, PersonaCatalog
 from llm_bot.telemetry.metrics import Metrics
+from tests.support.in_memory import InMemoryErasures
 from tests.support.in_memory_flows import InMemoryFlowCheckpoints, InMemorySchedule
-from tests.support.in_memory_store import FencedLease, InMemoryErasures, InMemoryMemoryStore
+from tests.support.in_memory_store import FencedLease, InMemoryMemoryStore
 
 KEY = ConversationKey("t1", "u1", "c1")
 START = datetime(2025, 7, 30, 10, 0, tzinfo=UTC)

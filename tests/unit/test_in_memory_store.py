@@ -8,7 +8,8 @@ import pytest
 
 from llm_bot.memory.working import ConversationKey
 from tests.support.events import new_id
-from tests.support.in_memory_store import FencedLease, InMemoryErasures, InMemoryMemoryStore
+from tests.support.in_memory import InMemoryErasures
+from tests.support.in_memory_store import FencedLease, InMemoryMemoryStore
 from tests.support.memory_store_contract import MemoryStoreContract, StoreUnderTest
 
 
