@@ -1,5 +1,5 @@
 """The ``llm-bot`` command line: run, worker, gateway, inspect, demo, memory
-show|why|forget|reindex, dlq list|replay, schemas, fake-model."""
+show|why|forget|fact remove|fact correct|reindex, dlq list|replay, schemas, fake-model."""
 
 from __future__ import annotations
 
@@ -26,11 +26,13 @@ from llm_bot.entrypoints.worker import run_worker
 from llm_bot.errors import DependencyUnavailable
 from llm_bot.fake_model import run_forever
 from llm_bot.gateway.api_keys import key_digest
+from llm_bot.inspector import fact_commands
 from llm_bot.inspector import serve as inspector_serve
 from llm_bot.inspector.access_keys import key_digest as inspector_key_digest
 from llm_bot.inspector.serve import run_inspector
 from llm_bot.inspector.why import render_why
 from llm_bot.logs import configure_logging
+from llm_bot.memory.fact_edits import FactEditRefused
 from llm_bot.memory.working import ConversationKey
 
 
@@ -97,6 +99,7 @@ def _parser() -> argparse.ArgumentParser:
         "--query", metavar="TEXT", help="list what TEXT, sent now, would recall (retrieval)"
     )
     forget.add_argument("--conversation", default="*", help="one conversation (default: all)")
+    _add_fact_actions(memory_commands)
     reindex = memory_commands.add_parser(
         "reindex", help="build the retrieval index for memory recorded before it existed"
     )
@@ -131,6 +134,32 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def _add_fact_actions(memory_commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    fact = memory_commands.add_parser(
+        "fact", help="remove or correct one fact of a user (the inspector's fact actions)"
+    )
+    actions = fact.add_subparsers(dest="fact_command", required=True, metavar="ACTION")
+    remove = actions.add_parser(
+        "remove", help="remove a current fact (what it had replaced is current again)"
+    )
+    correct = actions.add_parser(
+        "correct", help="supersede a current fact by a new value (provenance operator)"
+    )
+    for action in (remove, correct):
+        action.add_argument("--tenant", required=True)
+        action.add_argument("--user", required=True)
+        action.add_argument(
+            "--fact", required=True, metavar="ID", help="the fact's id (memory show --json)"
+        )
+    correct.add_argument("--value", required=True, metavar="TEXT", help="the new value")
+    for action in (remove, correct):
+        action.add_argument(
+            "--yes",
+            action="store_true",
+            help="do it (without: print what would go or change, and change nothing)",
+        )
 
 
 def _add_dlq_actions(dlq: argparse.ArgumentParser) -> None:
@@ -204,6 +233,8 @@ def _memory(args: argparse.Namespace, settings: Settings) -> int:
         at = at if at.tzinfo is not None else at.replace(tzinfo=UTC)
         data = asyncio.run(inspector_serve.why(settings, _key(args), args.message, at))
         print(json.dumps(data, indent=2, ensure_ascii=False) if args.json else render_why(data))
+    elif args.memory_command == "fact":
+        return _fact(args, settings)
     elif args.memory_command == "reindex":
         if args.user and not args.tenant:
             raise ConfigurationError("memory reindex: --user needs --tenant")
@@ -221,6 +252,27 @@ def _memory(args: argparse.Namespace, settings: Settings) -> int:
         )
         print(f"erased {deleted} keys")
     return 0
+
+
+def _fact(args: argparse.Namespace, settings: Settings) -> int:
+    """``memory fact remove|correct``: 0 done; 1 nothing changed (not confirmed with
+    ``--yes``, or refused: unknown user, not a current fact, a value refused)."""
+    for option, value in (("--tenant", args.tenant), ("--user", args.user), ("--fact", args.fact)):
+        if re.fullmatch(ID_PATTERN, value) is None:
+            raise ConfigurationError(f"{option}: {value!r} is not a valid id")
+    ids = (settings, args.tenant, args.user, args.fact)
+    try:
+        if args.fact_command == "remove":
+            edit = asyncio.run(fact_commands.remove_fact(*ids, confirmed=args.yes))
+        else:
+            edit = asyncio.run(fact_commands.correct_fact(*ids, args.value, confirmed=args.yes))
+    except FactEditRefused as exc:
+        print(f"llm-bot: memory fact {args.fact_command}: {exc}", file=sys.stderr)
+        return 1
+    print("\n".join(edit.lines))
+    if not edit.done:
+        print(f"nothing changed: add --yes to {args.fact_command} it", file=sys.stderr)
+    return 0 if edit.done else 1
 
 
 def _offline_command(args: argparse.Namespace) -> int:

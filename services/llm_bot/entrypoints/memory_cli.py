@@ -117,7 +117,8 @@ def _render_long_term(ltm: dict[str, Any]) -> list[str]:
         retired = fact.get("superseded_by")
         note = f"; superseded by {retired} on {fact['superseded_at'][:10]}" if retired else ""
         lines.append(
-            f"    - {fact['fact']} (confidence {fact['confidence']}, from {sources}{note})"
+            f"    - {fact['fact']} (confidence {fact['confidence']}, from {sources}{note}; "
+            f"id {fact['id']})"
         )
     lines.append(f"  episodes ({len(ltm['episodes'])}):")
     for episode in ltm["episodes"]:

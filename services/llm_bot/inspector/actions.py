@@ -1,7 +1,8 @@
 """The inspector's actions, through the code the CLI and the worker run (``llm-bot memory
 forget``, ``llm-bot dlq replay --code``, the worker's fact supersession), each audited: a
 structlog event naming the action, the key's name and the ids (never any text), and
-``llmbot_inspector_actions_total`` by action."""
+``llmbot_inspector_actions_total`` by action. ``llm-bot memory fact remove|correct`` call
+the fact actions here too (``fact_commands.py``, key ``cli``)."""
 
 from __future__ import annotations
 
