@@ -1,6 +1,7 @@
 """The ``RecallIndex`` contract (SPEC 5.7, 5.8), one set of tests for every implementation:
-``RedisRecallIndex`` on the real Redis and ``QdrantRecallIndex`` in qdrant-client's local
-mode (no server). The erasure mark lives in the real Redis for both."""
+``RedisRecallIndex`` on the real Redis, ``QdrantRecallIndex`` in qdrant-client's local
+mode (no server) and the unit tests' ``InMemoryRecallIndex``. The erasure mark lives in the
+real Redis for all three."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import redis.asyncio as aioredis
 from qdrant_client import AsyncQdrantClient
 
 from llm_bot.adapters.qdrant_recall_index import QdrantRecallIndex
-from llm_bot.adapters.redis_erasure import ErasureMarks, generation
+from llm_bot.adapters.redis_erasure import ErasureMarks, current_generation, generation
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.adapters.redis_recall_index import RedisRecallIndex
 from llm_bot.errors import ErasedMeanwhile, IndexModelMismatch
@@ -24,6 +25,7 @@ from llm_bot.ports import RecallIndex
 from tests.support.embeddings import hashed_vector, hashed_vectors
 from tests.support.events import new_id
 from tests.support.harness import TEST_KEY_PREFIX
+from tests.support.in_memory_index import InMemoryRecallIndex
 from tests.support.services import ServiceUrls
 
 pytestmark = [
@@ -61,7 +63,7 @@ class Index:
         return generation(await self.redis.hgetall(self.keys.erasure(self.tenant, self.user)))
 
 
-@pytest.fixture(params=["redis", "qdrant"])
+@pytest.fixture(params=["redis", "qdrant", "memory"])
 async def idx(request: pytest.FixtureRequest, service_urls: ServiceUrls) -> AsyncIterator[Index]:
     """A fresh index of one implementation, and a tenant and user no other test uses."""
     client = aioredis.from_url(service_urls.redis_url)
@@ -70,8 +72,14 @@ async def idx(request: pytest.FixtureRequest, service_urls: ServiceUrls) -> Asyn
     index: RecallIndex
     if request.param == "redis":
         index = RedisRecallIndex(client=client, keys=keys, ttl_seconds=3600, cache_entries=10_000)
-    else:
+    elif request.param == "qdrant":
         index = QdrantRecallIndex(client=qdrant, redis=client, keys=keys)
+    else:
+
+        async def mark(tenant_id: str, user_id: str) -> str:
+            return await current_generation(client, keys, tenant_id, user_id)
+
+        index = InMemoryRecallIndex(mark)
     yield Index(index, client, keys, new_id("t"), new_id("u"))
     await qdrant.close()
     await client.aclose()

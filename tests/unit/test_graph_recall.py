@@ -5,20 +5,27 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from langgraph.graph import END
 from langgraph.types import Command
+from opentelemetry.trace import NoOpTracer
 
 from llm_bot.errors import MemoryUnavailable
 from llm_bot.graph.duplicates import DuplicateReplay
 from llm_bot.graph.recall import recall_turn
 from llm_bot.graph.state import GraphState
 from llm_bot.graph.tool_rounds import RoundDeadlines
+from llm_bot.memory.keyword_terms import keyword_terms
+from llm_bot.memory.recall_items import IndexEntry
 from llm_bot.memory.window import bounded_messages
 from llm_bot.service.chat_runs import Route
 from llm_bot.service.commands import ChatEvent
 from llm_bot.service.personas import Persona, PersonaCatalog
+from llm_bot.service.retriever import RetrievalSettings, Retriever
+from tests.support.in_memory_index import InMemoryRecallIndex
 from tests.support.reply_path import (
+    KEY,
     ReplyPath,
     function,
     message,
@@ -30,14 +37,16 @@ from tests.support.reply_path import (
 )
 
 
-async def recall(path: ReplyPath, event: ChatEvent, route: Route) -> Command[str]:
+async def recall(
+    path: ReplyPath, event: ChatEvent, route: Route, retriever: Retriever | None = None
+) -> Command[str]:
     ctx = path.context
     state: GraphState = {"event": event, "route": route}
     return await recall_turn(
         state,
         memory=ctx.memory,
         personas=ctx.persona_catalog,
-        retriever=None,
+        retriever=retriever,
         bounds=ctx.bounds,
         max_tool_rounds=ctx.max_tool_rounds,
         metrics=ctx.metrics,
@@ -155,6 +164,47 @@ async def test_the_persona_asked_for_or_remembered_answers() -> None:
     await path.runner.run(message("ahoy", persona="pirate"), None)
     later = update(await recall(path, message("and then?"), "reply"))
     assert later["persona"].name == "pirate"
+
+
+async def test_a_message_recalls_from_the_users_index_what_the_window_lacks() -> None:
+    """With a retriever: what the user said in another conversation is recalled (searched,
+    keyword-only without an embedder); what the window already shows is not."""
+    path = reply_path()
+    index = InMemoryRecallIndex.on(path.erasures)
+    retriever = Retriever(
+        embedder=None,
+        index=index,
+        settings=RetrievalSettings(min_score=0.0, topic_similarity=0.99, max_tokens=500),
+        metrics=path.metrics,
+        tracer=NoOpTracer(),
+    )
+    said = [
+        _entry("m|c0|e1", "My cat Biscuit hates the vet", conversation="c0"),
+        _entry("m|c1|e2", "Biscuit sleeps all day", conversation=KEY.conversation_id),
+    ]
+    vectors = [(e, np.zeros((1, 4), dtype=np.float32)) for e in said]
+    await index.upsert(KEY.tenant_id, KEY.user_id, vectors, model="none", erasure="")
+    window = await path.runner.run(message("hi", event_id="e2"), None)
+    assert window.route == "reply"
+    state = update(await recall(path, message("what about Biscuit?"), "reply", retriever))
+    retrieval = state["retrieval"]
+    assert retrieval.outcome == "searched"
+    assert [r.id for r in retrieval.records] == ["m|c0|e1"]
+
+
+def _entry(entry_id: str, text: str, *, conversation: str) -> IndexEntry:
+    return IndexEntry(
+        id=entry_id,
+        kind="message",
+        text=text,
+        speaker="Ann",
+        date="2025-07-01T09:00:00+00:00",
+        conversation_id=conversation,
+        turn=1,
+        seq=0,
+        source_id=f"{entry_id.rsplit('|', 1)[-1]}:user",  # the message's id
+        terms=tuple(keyword_terms(f"Ann {text}")),
+    )
 
 
 async def test_a_failed_load_propagates() -> None:
