@@ -6,7 +6,8 @@ real Redis for all three."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 
 import pytest
 import redis.asyncio as aioredis
@@ -20,6 +21,7 @@ from llm_bot.errors import ErasedMeanwhile, IndexModelMismatch
 from llm_bot.memory.hybrid_search import IndexSnapshot, SearchQuery, search
 from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.recall_items import EntryKind, IndexEntry
+from llm_bot.memory.time_expressions import asks_when, periods
 from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import RecallIndex
 from tests.support.embeddings import hashed_vector, hashed_vectors
@@ -351,3 +353,48 @@ async def test_an_entry_is_found_by_its_best_sentence(idx: Index) -> None:
     shorter = entry(CAMPING.id, "We went camping by the lake.", conversation="c3")
     assert await idx.put(shorter) == 1
     assert await idx.index.search(idx.tenant, idx.user, query("", **dense_only), model=MODEL) == []
+
+
+DATED = [
+    replace(entry(f"m|c{n}|d{n}", text, conversation=f"c{n}"), date=f"{day}T10:00:00+07:00")
+    for n, (text, day) in enumerate(
+        (
+            ("We cooked pasta for dinner with the neighbours and their dog", "2023-01-10"),
+            ("We cooked a curry for dinner", "2023-02-10"),
+            ("Dinner was a cooked soup again, my sister cooked it", "2023-03-10"),
+            ("My sister came over for a late dinner, the kids loved the spicy curry", "2023-05-24"),
+            ("Yesterday I signed up for a class of pottery", "2023-03-03"),
+            ("I signed up for the pottery class, the pottery class is so relaxing", "2023-03-02"),
+        )
+    )
+]
+
+
+@pytest.mark.parametrize("dense", [True, False], ids=["dense", "keyword-only"])
+async def test_time_rankings_are_the_in_memory_reference(idx: Index, dense: bool) -> None:
+    """Periods the message names and when-questions rank as ``hybrid_search.search`` ranks
+    them, with dense search on or off (texts of different lengths: no ties, whose order is
+    each index's own)."""
+    await idx.put(*DATED)
+    reference = IndexSnapshot()
+    reference.upsert((e, hashed_vectors(e)) for e in DATED)
+    asked = datetime.fromisoformat("2023-05-30T20:00:00+07:00")
+    for text, moves in (
+        ("What did we cook for dinner last week?", True),
+        ("What did we have for dinner in February 2023?", False),
+        ("When did I sign up for the pottery class?", True),
+    ):
+        timed = query(
+            text,
+            min_score=0.2,
+            periods=periods(text, asked),
+            asks_when=asks_when(text),
+            **({} if dense else {"vector": None}),
+        )
+        assert timed.periods or timed.asks_when, text
+        expected = search(reference, timed)
+        untimed = search(reference, replace(timed, periods=(), asks_when=False))
+        assert ([h.entry.id for h in expected] != [h.entry.id for h in untimed]) is moves, text
+        found = await idx.index.search(idx.tenant, idx.user, timed, model=MODEL)
+        assert [h.entry.id for h in found] == [h.entry.id for h in expected], text
+        assert [h.score for h in found] == pytest.approx([h.score for h in expected]), text

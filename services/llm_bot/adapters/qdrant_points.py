@@ -3,8 +3,12 @@ payloads, the filters that scope every request to one tenant + user, and the col
 
 A point's id is a UUID5 of tenant, user and entry id, so writing an entry again replaces
 it; its payload is the entry's fields plus ``tenant_id``, ``user_id``, ``digest``,
-``model``, ``doc_length`` (how many keyword terms) and ``id_prefixes`` (the entry id's
-heads up to each ``|``, so ``digests("m|")`` is one exact match).
+``model``, ``doc_length`` (how many keyword terms), ``day`` (the entry's date as a day
+number, ``hybrid_search.day_number``: the periods a message names filter on it), ``dating``
+(whether its text says when something happened) and ``id_prefixes`` (the entry id's heads
+up to each ``|``, so ``digests("m|")`` is one exact match). Points written before ``day``
+and ``dating`` existed have neither: no period or when-question ranks them until
+``llm-bot memory reindex --rebuild``.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ from qdrant_client import AsyncQdrantClient
 from qdrant_client.http.exceptions import ApiException
 from qdrant_client.http.models import models as qm
 
+from llm_bot.memory.hybrid_search import day_number
 from llm_bot.memory.recall_items import SEPARATOR, IndexEntry
+from llm_bot.memory.time_expressions import Period, mentions_time
 
 COLLECTION = "llmbot_recall"
 _PAGE = 1024
@@ -34,6 +40,7 @@ PAYLOAD_INDEXES: tuple[tuple[str, qm.PayloadSchemaType | qm.KeywordIndexParams],
     ("id_prefixes", qm.PayloadSchemaType.KEYWORD),
     ("conversation_id", qm.PayloadSchemaType.KEYWORD),
     ("doc_length", qm.PayloadSchemaType.INTEGER),  # the facet behind BM25's average length
+    ("day", qm.PayloadSchemaType.INTEGER),  # the entry's date: periods a message names
 )
 """Fields filtered on, and what Qdrant must index them as."""
 
@@ -49,6 +56,19 @@ def field_is(key: str, value: str) -> qm.FieldCondition:
 
 def field_in(key: str, values: list[str]) -> qm.FieldCondition:
     return qm.FieldCondition(key=key, match=qm.MatchAny(any=values))
+
+
+def dated_within(periods: Sequence[Period]) -> qm.Filter:
+    """Points whose ``day`` falls in one of ``periods``."""
+    return qm.Filter(
+        should=[
+            qm.FieldCondition(
+                key="day",
+                range=qm.Range(gte=period.first.toordinal(), lte=period.last.toordinal()),
+            )
+            for period in periods
+        ]
+    )
 
 
 def has_id(ids: list[str]) -> qm.HasIdCondition:
@@ -84,6 +104,8 @@ def payload(tenant_id: str, user_id: str, entry: IndexEntry, model: str) -> dict
         "source_id": entry.source_id,
         "terms": list(entry.terms),
         "doc_length": len(entry.terms),
+        "day": day_number(entry.date),
+        "dating": mentions_time(entry.text),
         "indexed_at": entry.indexed_at,
         "digest": entry.digest,
         "model": model,

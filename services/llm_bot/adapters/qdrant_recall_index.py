@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from typing import Any
 
 import httpx
 import numpy as np
@@ -37,6 +38,7 @@ from qdrant_client.http.models import models as qm
 from llm_bot.adapters.qdrant_points import (
     COLLECTION,
     Collection,
+    dated_within,
     entry_of,
     field_in,
     field_is,
@@ -61,6 +63,7 @@ from llm_bot.memory.hybrid_search import (
     fuse,
     named_speakers,
     rank,
+    restricted_ranking,
     speaker_ranking,
     unit,
     unit_rows,
@@ -203,25 +206,40 @@ class QdrantRecallIndex:
     ) -> list[SearchHit]:
         vector = None if query.vector is None else unit(query.vector)
         sized = vector if vector is not None and vector.size == size else None
-        dense_hits, (by_keyword, speakers, models) = await asyncio.gather(
+        dense_hits, within, (by_keyword, fields) = await asyncio.gather(
             self._dense(tenant_id, user_id, query, model, sized),
+            self._dense_within(tenant_id, user_id, query, model, sized),
             self._keyword(tenant_id, user_id, query),
         )
-        ids = list(dict.fromkeys([str(p.id) for p in dense_hits] + list(by_keyword)))
+        within_ids = [str(p.id) for p in within]
+        ids = list(dict.fromkeys([str(p.id) for p in dense_hits] + within_ids + list(by_keyword)))
         dense = np.zeros(len(ids), dtype=np.float32)
         dense[: len(dense_hits)] = [p.score for p in dense_hits]
         found = np.arange(len(ids)) < len(dense_hits)
         keyword = np.fromiter((by_keyword.get(p, 0.0) for p in ids), np.float32, len(ids))
-        rankings = [rank(keyword, keyword > 0, CANDIDATES_PER_RANKING)]
+        matched = keyword > 0
+        rankings = [rank(keyword, matched, CANDIDATES_PER_RANKING)]
+        speakers = {p: f["speaker"] for p, f in fields.items()}
         named = named_speakers(set(speakers.values()), query.terms)
         spoken = np.fromiter((speakers.get(p) in named for p in ids), np.bool_, len(ids))
-        by_speaker = speaker_ranking(keyword, keyword > 0, spoken) if named else None
+        by_speaker = speaker_ranking(keyword, matched, spoken) if named else None
         if by_speaker is not None:
             rankings.append(by_speaker)
+        models = {f["model"] for f in fields.values()}
         if vector is not None and (dense_hits or model in models):
             rankings.insert(0, rank(dense, found, CANDIDATES_PER_RANKING))
         else:  # dense search off, or the user's vectors are another model's
             query, sized = replace(query, vector=None), None
+        rankings += await self._time_rankings(
+            tenant_id,
+            user_id,
+            query,
+            model=model,
+            ids=ids,
+            within_ids=within_ids,
+            fields=fields,
+            keyword=keyword,
+        )
         fused = fuse(rankings, (dense, keyword))
         details: Details = {}
 
@@ -244,6 +262,83 @@ class QdrantRecallIndex:
             if len(hits) >= query.limit or head == len(fused):
                 return hits
 
+    async def _time_rankings(  # the pieces of one search
+        self,
+        tenant_id: str,
+        user_id: str,
+        query: SearchQuery,
+        *,
+        model: str,
+        ids: list[str],
+        within_ids: list[str],
+        fields: dict[str, dict[str, Any]],
+        keyword: Vector,
+    ) -> list[list[int]]:
+        """The rankings a message's time adds, as ``hybrid_search.time_rankings`` makes them:
+        the points dated within the periods it names (by cosine when dense search is on,
+        else by BM25 among the keyword matches), and for a when-question the keyword matches
+        whose text dates something. Rows index ``ids``."""
+        rankings: list[list[int]] = []
+        matched = keyword > 0
+        if query.periods:
+            if query.vector is not None:
+                all_within = await self._all_within(tenant_id, user_id, query, model)
+                if within_ids and not all_within:
+                    row_of = {point: row for row, point in enumerate(ids)}
+                    rankings.append([row_of[p] for p in within_ids])
+            else:
+                days = _Days(query)
+                inside = np.fromiter(
+                    (fields.get(p, {}).get("day", 0) in days for p in ids), np.bool_, len(ids)
+                )
+                if (by_period := restricted_ranking(keyword, matched, inside)) is not None:
+                    rankings.append(by_period)
+        if query.asks_when:
+            dating = np.fromiter(
+                (bool(fields.get(p, {}).get("dating")) for p in ids), np.bool_, len(ids)
+            )
+            if (by_dating := restricted_ranking(keyword, matched, dating)) is not None:
+                rankings.append(by_dating)
+        return rankings
+
+    async def _dense_within(
+        self, tenant_id: str, user_id: str, query: SearchQuery, model: str, vector: Vector | None
+    ) -> list[qm.ScoredPoint]:
+        """The user's points dated within the periods the query names, by cosine, whatever
+        the dense minimum (``hybrid_search.time_rankings``)."""
+        if vector is None or not query.periods:
+            return []
+        excluded = [field_in("source_id", [*query.exclude])] if query.exclude else None
+        response = await self._client.query_points(
+            self._name,
+            query=self._points.query_vector(vector),
+            query_filter=of_user(
+                tenant_id,
+                user_id,
+                field_is("model", model),
+                dated_within(query.periods),
+                must_not=excluded,
+            ),
+            limit=CANDIDATES_PER_RANKING,
+        )
+        return response.points
+
+    async def _all_within(
+        self, tenant_id: str, user_id: str, query: SearchQuery, model: str
+    ) -> bool:
+        """Whether every point the dense ranking may rank is within the periods: then the
+        period ranking would only repeat it, and it is left out (as in ``search``)."""
+        excluded = [field_in("source_id", [*query.exclude])] if query.exclude else None
+        every = of_user(tenant_id, user_id, field_is("model", model), must_not=excluded)
+        outside = of_user(
+            tenant_id,
+            user_id,
+            field_is("model", model),
+            must_not=[*(excluded or []), dated_within(query.periods)],
+        )
+        total, rest = await asyncio.gather(self._points.count(every), self._points.count(outside))
+        return total > 0 and rest == 0
+
     async def _dense(
         self, tenant_id: str, user_id: str, query: SearchQuery, model: str, vector: Vector | None
     ) -> list[qm.ScoredPoint]:
@@ -261,18 +356,18 @@ class QdrantRecallIndex:
 
     async def _keyword(
         self, tenant_id: str, user_id: str, query: SearchQuery
-    ) -> tuple[dict[str, float], dict[str, str], set[str]]:
+    ) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
         """BM25 of the user's points holding a query term (0 for excluded sources), by point
-        id, with the user's entry count and average length; those points' speakers, by
-        point id; and their models."""
+        id, with the user's entry count and average length; and those points' payload
+        fields that ranking reads (speaker, model, day, dating), by point id."""
         terms = list(dict.fromkeys(query.terms))
         if not terms:
-            return {}, {}, set()
+            return {}, {}
         user = of_user(tenant_id, user_id)
         holders, lengths = await asyncio.gather(
             self._points.scroll(
                 of_user(tenant_id, user_id, field_in("terms", terms)),
-                fields=["terms", "source_id", "model", "speaker"],
+                fields=["terms", "source_id", "model", "speaker", "day", "dating"],
             ),
             self._client.facet(self._name, "doc_length", user, _FACET_LIMIT, exact=True),
         )
@@ -285,8 +380,7 @@ class QdrantRecallIndex:
                 str(r.id): 0.0 if f["source_id"] in query.exclude else float(score)
                 for r, f, score in zip(holders, fields, scores, strict=True)
             },
-            {str(r.id): f["speaker"] for r, f in zip(holders, fields, strict=True)},
-            {f["model"] for f in fields},
+            {str(r.id): f for r, f in zip(holders, fields, strict=True)},
         )
 
     async def _details(
@@ -312,6 +406,17 @@ class QdrantRecallIndex:
     async def _check_mark(self, tenant_id: str, user_id: str, erasure: str) -> None:
         if await current_generation(self._redis, self._keys, tenant_id, user_id) != erasure:
             raise ErasedMeanwhile("index write refused: the user was erased meanwhile")
+
+
+class _Days:
+    """The day numbers within a query's periods (``in``), as the snapshot's
+    ``dated_within`` reads them; 0 (no date) is in none."""
+
+    def __init__(self, query: SearchQuery) -> None:
+        self._spans = [(p.first.toordinal(), p.last.toordinal()) for p in query.periods]
+
+    def __contains__(self, day: object) -> bool:
+        return isinstance(day, int) and any(first <= day <= last for first, last in self._spans)
 
 
 def _own_vector(stored: object) -> Vector | None:
