@@ -131,7 +131,7 @@ def score(
 
 
 async def main(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:
-    embedder = local_embedder(None)
+    embedder = local_embedder(args.embedding_model)
     with_sentences, own_only = Tally(args.budgets), Tally(args.budgets)
     untimed = Tally(args.budgets)
     for conversation in conversations(data):
@@ -154,6 +154,11 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", required=True, help="LoCoMo JSON (locomo10.json or dev.json)")
     parser.add_argument("--budgets", type=int, nargs="+", default=[1000, 2000, 4000])
+    parser.add_argument(
+        "--embedding-model",
+        help="LLM_BOT_EMBEDDING_MODEL (default: the service's; the data is English, so "
+        "all-MiniLM-L6-v2 ranks the same)",
+    )
     return parser.parse_args()
 
 

@@ -110,6 +110,22 @@ class Fact:
     marker: re.Pattern[str]
 
 
+@dataclass(frozen=True)
+class Phrasebook:
+    """What a conversation of the bench is made of, in one language: the planted facts,
+    the filler's parts, and the last message with ``--ask-facts``."""
+
+    facts: tuple[Fact, ...]
+    products: tuple[str, ...]
+    openers: tuple[str, ...]
+    questions: tuple[str, ...]
+    details: tuple[str, ...]
+    colors: tuple[str, ...]
+    ask_facts: str
+    tokens: tuple[int, int] = (MIN_TOKENS, MAX_TOKENS)
+    """A message's size range (cl100k tokens): Thai costs about a token a character."""
+
+
 FACTS: tuple[Fact, ...] = (
     Fact(2, "name (Ann)", "By the way, my name is Ann.", re.compile(r"\bAnn\b")),
     Fact(4, "language (Thai)", "I speak Thai at home, so Thai answers are fine.", re.compile(r"\bthai\b", re.I)),
@@ -156,24 +172,27 @@ ASK_FACTS = (
 )
 """The last message with ``--ask-facts``: retrieval can only help when the message asks."""
 
+ENGLISH = Phrasebook(FACTS, PRODUCTS, OPENERS, QUESTIONS, DETAILS, COLORS, ASK_FACTS)
+
 
 def _count(text: str) -> int:
     return COUNTER.count(text)
 
 
-def _message(rng: random.Random, lead: str = "") -> str:
+def _message(rng: random.Random, book: Phrasebook, lead: str = "") -> str:
     """One user message of MIN..MAX tokens (``lead`` first, then filler)."""
-    target = rng.randint(MIN_TOKENS, MAX_TOKENS)
+    low, high = book.tokens
+    target = rng.randint(low, high)
     while True:
-        product, other = rng.sample(PRODUCTS, 2)
-        fill = {"p": product, "q": other, "c": rng.choice(COLORS), "n": rng.randint(2, 9)}
-        parts = [rng.choice(OPENERS), lead, rng.choice(QUESTIONS).format(**fill)]
-        for detail in rng.sample(DETAILS, len(DETAILS)):
+        product, other = rng.sample(book.products, 2)
+        fill = {"p": product, "q": other, "c": rng.choice(book.colors), "n": rng.randint(2, 9)}
+        parts = [rng.choice(book.openers), lead, rng.choice(book.questions).format(**fill)]
+        for detail in rng.sample(book.details, len(book.details)):
             if _count(" ".join(filter(None, parts))) >= target:
                 break
             parts.append(detail.format(**fill))
         text = " ".join(filter(None, parts))
-        if MIN_TOKENS <= _count(text) <= MAX_TOKENS:
+        if low <= _count(text) <= high:
             return text
 
 
@@ -193,29 +212,42 @@ leads with :data:`CORRECTION`): the last prompt should carry 450 baht and not 30
 
 
 def conversation(
-    turns: int, seed: int, *, ask_facts: bool = False, correct_at: int = 0, notable_every: int = 0
+    turns: int,
+    seed: int,
+    *,
+    book: Phrasebook = ENGLISH,
+    ask_facts: Phrasebook | None = None,
+    correct_at: int = 0,
+    notable_every: int = 0,
 ) -> list[str]:
     """The user messages of one conversation; the planted facts at their fixed turns; with
-    ``ask_facts`` the last message asks about them (:data:`ASK_FACTS`); with ``correct_at``
+    ``ask_facts`` the last message asks about them (that book's ``ask_facts``: a book of
+    another language asks about facts planted in ``book``'s); with ``correct_at``
     the budget changes at that turn (:data:`CORRECTION`)."""
     rng = random.Random(seed)
-    planted = {fact.turn: fact.sentence for fact in FACTS}
+    planted = {fact.turn: fact.sentence for fact in book.facts}
     if notable_every:
         for n, turn in enumerate(range(notable_every, turns + 1, notable_every)):
             planted.setdefault(turn, NOTABLE[n % len(NOTABLE)])
     if correct_at:
         planted[correct_at] = CORRECTION
-    markers = [*(f.marker for f in FACTS), CORRECTED]
+    markers = [*(f.marker for f in book.facts), CORRECTED]
     messages = []
     for turn in range(1, turns + 1):
         lead = planted.get(turn)
-        text = _message(rng, lead or "")
+        text = _message(rng, book, lead or "")
         if lead is None and any(marker.search(text) for marker in markers):
             raise AssertionError(f"filler of turn {turn} contains a planted marker: {text}")
         messages.append(text)
-    if ask_facts:
-        messages[-1] = ASK_FACTS
+    if ask_facts is not None:
+        messages[-1] = ask_facts.ask_facts
     return messages
+
+
+def _books() -> dict[str, Phrasebook]:
+    from tests.bench.thai_phrasebook import THAI  # noqa: PLC0415  # it imports this module
+
+    return {"en": ENGLISH, "th": THAI}
 
 
 # ----------------------------------------------------------------- measuring
@@ -236,9 +268,11 @@ class Measured:
     def peak(self) -> int:
         return max(self.per_turn, default=0)
 
+    facts: tuple[Fact, ...] = FACTS
+
     def reachable(self) -> dict[str, str | None]:
         """Per planted fact: where in the last prompt it was found (None: nowhere)."""
-        return {fact.name: locate(fact.marker, self.last_prompt) for fact in FACTS}
+        return {fact.name: locate(fact.marker, self.last_prompt) for fact in self.facts}
 
 
 def locate(marker: re.Pattern[str], messages: Sequence[dict[str, Any]]) -> str | None:
@@ -675,10 +709,13 @@ async def run(args: argparse.Namespace) -> None:
 
 
 async def one_length(urls: ServiceUrls, turns: int, args: argparse.Namespace) -> None:
+    books = _books()
+    book = books[args.language]
     messages = conversation(
         turns,
         args.seed,
-        ask_facts=args.ask_facts,
+        book=book,
+        ask_facts=books[args.ask_in or args.language] if args.ask_facts else None,
         correct_at=args.correct_at,
         notable_every=args.notable_every,
     )
@@ -693,6 +730,7 @@ async def one_length(urls: ServiceUrls, turns: int, args: argparse.Namespace) ->
         full = await baseline(model, messages, windowed=False, progress_every=args.progress_every)
         window = await baseline(model, messages, windowed=True, progress_every=args.progress_every)
     bot_run = await llm_bot(urls, messages, args)
+    full.facts = window.facts = bot_run.measured.facts = book.facts
     report(turns, args.settle_every, full, window, bot_run, correct_at=args.correct_at)
 
 
@@ -702,6 +740,17 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--ask-facts", action="store_true", help="the last message asks about the planted facts"
+    )
+    parser.add_argument(
+        "--language",
+        choices=("en", "th"),
+        default="en",
+        help="the conversation's language (th: the planted facts and filler in Thai)",
+    )
+    parser.add_argument(
+        "--ask-in",
+        choices=("en", "th"),
+        help="with --ask-facts, ask in this language (default: the conversation's)",
     )
     parser.add_argument(
         "--correct-at",
