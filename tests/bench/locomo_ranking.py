@@ -41,6 +41,7 @@ from llm_bot.memory.time_expressions import asks_when, periods
 from llm_bot.memory.tokens import TiktokenCounter
 from llm_bot.service.indexer import embed_entries
 from tests.bench.locomo_scoring import CATEGORIES, Conversation, conversations
+from tests.bench.plots import plot_recall
 
 FIXED = 300
 """Tokens of every prompt that are not recalled lines (framing, episodes, the question)."""
@@ -48,6 +49,7 @@ MIN_SCORE = 0.45
 ASKED_AT = datetime.now(UTC)
 """When the questions are asked (as in ``locomo.py``: now; LoCoMo has no question dates)."""
 DEPTHS = (10, 25, 50)
+CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 COUNTER = TiktokenCounter()
 
 
@@ -147,12 +149,30 @@ async def main(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:
     with_sentences.report("entries with their sentence embeddings (the service)")
     untimed.report("baseline: without the time rankings (periods, when-questions)")
     own_only.report("baseline: each entry's own embedding only")
+    if args.plot is not None:
+        plot(args.plot, with_sentences, untimed, own_only)
     await embedder.aclose()
+
+
+def plot(path: Path, service: Tally, untimed: Tally, own_only: Tally) -> None:
+    """``--plot PATH``: recall against the budget, overall and by category."""
+    plot_recall(
+        path,
+        "LoCoMo (simulated): evidence recall against the input budget",
+        {
+            "llm-bot (the service's ranking)": service.packed,
+            "without the time rankings": untimed.packed,
+            "each entry's own embedding only": own_only.packed,
+        },
+        CATEGORY_NAMES,
+        "category",
+    )
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", required=True, help="LoCoMo JSON (locomo10.json or dev.json)")
+    parser.add_argument("--plot", type=Path, metavar="PATH", help="write a PNG of the recall")
     parser.add_argument("--budgets", type=int, nargs="+", default=[1000, 2000, 4000])
     parser.add_argument(
         "--embedding-model",

@@ -42,6 +42,7 @@ from llm_bot.service.indexer import embed_entries
 from tests.bench.locomo_ranking import FIXED, MIN_SCORE, line_tokens
 from tests.bench.locomo_scoring import normalised
 from tests.bench.longmemeval_scoring import TYPES, Question, questions, recall_of
+from tests.bench.plots import plot_recall
 
 DEFAULT_CACHE = Path("/tmp/llm-bot-bench-cache/longmemeval-embeddings.pickle")  # noqa: S108
 
@@ -160,12 +161,24 @@ async def main(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:
         print(f"{number}. {question.id} ({question.type}): {len(embedded)} entries", flush=True)
     timed.report("the service's ranking")
     untimed.report("baseline: without the time rankings (periods, when-questions)")
+    if args.plot is not None:
+        plot_recall(
+            args.plot,
+            "LongMemEval (simulated): evidence recall against the input budget",
+            {
+                "llm-bot (the service's ranking)": timed.packed,
+                "without the time rankings": untimed.packed,
+            },
+            {kind: kind for kind in TYPES},
+            "question type",
+        )
     await embedder.aclose()
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", required=True, help="LongMemEval JSON (e.g. dev.json)")
+    parser.add_argument("--plot", type=Path, metavar="PATH", help="write a PNG of the recall")
     parser.add_argument("--budgets", type=int, nargs="+", default=[1000, 2000, 4000])
     parser.add_argument("--questions", type=int, default=0, help="first N questions only")
     parser.add_argument("--only", nargs="*", help="question ids to run")
