@@ -62,6 +62,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aio_pika
@@ -78,6 +79,7 @@ from llm_bot.memory.compaction import SUMMARY_MAX_CHARS, summarizer_json_schema
 from llm_bot.memory.memory_message import read_memory
 from llm_bot.memory.tokens import TiktokenCounter
 from llm_bot.memory.working import ConversationKey, ConversationProgress
+from tests.bench.plots import plot_prompt_tokens
 from tests.support.events import message_event, new_id
 from tests.support.harness import (
     TEST_KEY_PREFIX,
@@ -694,6 +696,18 @@ def report(
     )
 
 
+def plot_per_turn(path: Path, turns: int, several: bool, strategies: list[Measured]) -> None:
+    """``--plot PATH``: each strategy's prompt tokens per turn (llm-bot: its reply requests);
+    with several ``--turns``, one file per length (``PATH`` with ``-<turns>`` before the
+    suffix)."""
+    target = path.with_name(f"{path.stem}-{turns}{path.suffix}") if several else path
+    plot_prompt_tokens(
+        target,
+        f"Prompt tokens per turn, {turns:,}-turn conversation",
+        {m.strategy: m.per_turn for m in strategies},
+    )
+
+
 async def run(args: argparse.Namespace) -> None:
     urls = ServiceUrls(
         os.environ.get("AMQP_URL", DEFAULT_AMQP_URL), os.environ.get("REDIS_URL", DEFAULT_REDIS_URL)
@@ -732,6 +746,8 @@ async def one_length(urls: ServiceUrls, turns: int, args: argparse.Namespace) ->
     bot_run = await llm_bot(urls, messages, args)
     full.facts = window.facts = bot_run.measured.facts = book.facts
     report(turns, args.settle_every, full, window, bot_run, correct_at=args.correct_at)
+    if args.plot is not None:
+        plot_per_turn(args.plot, turns, len(args.turns) > 1, [full, window, bot_run.measured])
 
 
 def main() -> None:
@@ -769,6 +785,9 @@ def main() -> None:
     parser.add_argument("--settle-every", type=int, default=10)
     parser.add_argument("--settle-timeout", type=float, default=30.0)
     parser.add_argument("--progress-every", type=int, default=100)
+    parser.add_argument(
+        "--plot", type=Path, metavar="PATH", help="write a PNG of prompt tokens per turn"
+    )
     parser.add_argument(
         "--summary-words",
         type=int,
