@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 
 import pytest
@@ -11,6 +10,7 @@ from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
 from tests.support.events import encode, message_event, new_id
 from tests.support.harness import Integrator, bot
+from tests.support.settled import settled
 
 pytestmark = pytest.mark.integration
 
@@ -33,11 +33,11 @@ async def test_event_without_prompt_text_is_skipped_then_a_valid_one_answered(
     no_annotations = message_event(
         tenant="tskip", user=new_id("u"), conversation=new_id("c"), text=None
     )
-    async with bot(make_settings()) as (_, client):
+    async with bot(make_settings()) as (service, client):
         await client.publish(blank)
         await client.publish(no_annotations)
         await _still_answers(client)
-        await asyncio.sleep(0.2)
+        assert await settled(service.metrics, 3) == 3  # the two skips acked, nothing more
         assert client.candidates.empty()
         assert client.errors.empty()
         assert await client.ingress_depth() == 0

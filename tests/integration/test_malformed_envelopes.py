@@ -9,7 +9,6 @@ test's publisher put those bytes on the wire (surrogate escapes encode back to t
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +21,7 @@ from llm_bot.config import Settings
 from tests.support.events import message_event, new_id
 from tests.support.harness import bot
 from tests.support.poison import POISONS
+from tests.support.settled import settled
 
 pytestmark = pytest.mark.integration
 
@@ -51,7 +51,8 @@ async def test_each_malformed_property_or_header_costs_only_its_own_message(
         answered = [(await client.next_candidate(within=30)).body["event_id"] for _ in good]
         errors = [await client.next_error(within=30) for _ in POISONS]
         dead = await client.dead_letters(len(POISONS), within=30)
-        await asyncio.sleep(0.5)  # room for a duplicate or a stray dead letter to show
+        total = len(good) + len(POISONS)
+        assert await settled(service.metrics, total) == total  # each once: none on its way
         assert client.candidates.empty()
         assert await client.queue_depth(settings.dlq) == 0
         assert service.consumer.readiness() is None

@@ -3,7 +3,6 @@ through the service, against the fake model answering 429 with Retry-After."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 
@@ -14,6 +13,7 @@ from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
 from tests.support.events import message_event, new_id
 from tests.support.harness import bot
+from tests.support.settled import settled
 
 pytestmark = pytest.mark.integration
 
@@ -27,7 +27,7 @@ async def test_a_rate_limit_storm_pauses_the_process_and_every_event_is_answered
     pause beyond the first wave."""
     registry = CollectorRegistry()
     settings = make_settings(prefetch=16, max_attempts=1)
-    async with bot(settings, registry=registry) as (_, client):
+    async with bot(settings, registry=registry) as (service, client):
         fake_model.rate_limit(1.5, retry_after=0.5)
         lifted = time.monotonic() + 1.5
         for _ in range(16):
@@ -36,7 +36,7 @@ async def test_a_rate_limit_storm_pauses_the_process_and_every_event_is_answered
             )
         answered = [await client.next_candidate(within=15) for _ in range(16)]
         done = time.monotonic()
-        await asyncio.sleep(0.2)
+        assert await settled(service.metrics, 16) == 16  # all acked: no error on its way
         assert client.errors.empty()
     assert {c.body["text"] for c in answered} == {"echo: hi"}
     assert done - lifted < 2.0
