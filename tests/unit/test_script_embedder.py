@@ -57,7 +57,9 @@ def test_what_the_english_model_reads(text: str, readable: bool) -> None:
 
 
 async def test_the_default_names_both_models_and_the_english_one_stays_available() -> None:
+    multilingual_model.load_model.cache_clear()
     default = script_embedder.local_embedder(None)
+    assert multilingual_model.load_model.cache_info().currsize == 1  # loaded at start
     english = script_embedder.local_embedder("all-MiniLM-L6-v2")
     try:
         assert (default.name, default.dimension) == (MODEL_NAME, DIMENSION)

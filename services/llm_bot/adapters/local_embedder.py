@@ -167,8 +167,9 @@ class LocalEmbedder:
         encoder: Callable[[Sequence[str]], Matrix] = encode,
         name: str = INDEX_MODEL_ID,
         dimension: int = DIMENSION,
+        warm_up: Sequence[str] = ("warm-up",),
     ) -> None:
-        encoder(["warm-up"])  # load the model now: fail at start, not at the first message
+        encoder(warm_up)  # load the models now: fail at start, not at the first message
         self._encode = encoder
         self._name = name
         self._dimension = dimension

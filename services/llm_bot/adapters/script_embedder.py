@@ -56,7 +56,12 @@ def local_embedder(model: str | None) -> LocalEmbedder:
     this module; ``all-MiniLM-L6-v2`` for the English model alone (a smaller index and no
     dense recall of other scripts)."""
     if model in (None, "", MODEL_NAME):
-        return LocalEmbedder(encoder=encode, name=MODEL_NAME, dimension=DIMENSION)
+        return LocalEmbedder(
+            encoder=encode,
+            name=MODEL_NAME,
+            dimension=DIMENSION,
+            warm_up=("warm-up", "อุ่นเครื่อง"),  # one text for each model
+        )
     if model in (english_model.MODEL_NAME, english_model.INDEX_MODEL_ID):
         return LocalEmbedder()
     raise ConfigurationError(
