@@ -361,7 +361,10 @@ DATED = [
         (
             ("We cooked pasta for dinner with the neighbours and their dog", "2023-01-10"),
             ("We cooked a curry for dinner", "2023-02-10"),
-            ("Dinner was a cooked soup again, my sister cooked it", "2023-03-10"),
+            (
+                "Dinner was a cooked soup again, my sister cooked it with lentils and bread",
+                "2023-03-10",
+            ),
             ("My sister came over for a late dinner, the kids loved the spicy curry", "2023-05-24"),
             ("Yesterday I signed up for a class of pottery", "2023-03-03"),
             ("I signed up for the pottery class, the pottery class is so relaxing", "2023-03-02"),

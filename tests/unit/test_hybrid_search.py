@@ -90,6 +90,26 @@ def test_near_duplicates_collapse_into_the_better_one() -> None:
     assert len([t for t in texts if "4471" in t]) == 1
 
 
+def test_a_reply_that_quotes_a_message_collapses_into_it() -> None:
+    """An echo or a quote of a kept text adds nothing (the fake model echoes; assistants
+    quote), even when the embeddings differ by the speaker prefix; a text that only shares
+    a part with a kept one stays."""
+    message = "หมายเลขคำสั่งซื้อของฉันคือ 4471 ค่ะ กระติกน้ำร้อนต้องประกอบเองไหมคะ"
+    index = IndexSnapshot()
+    index.upsert(
+        [
+            (entry("m1", message), hashed_vector(f"user: {message}")),
+            (
+                entry("a1", f"echo: {message}", speaker="assistant"),
+                hashed_vector(f"assistant: echo: {message}"),
+            ),
+            (entry("m2", "4471 ค่ะ"), hashed_vector("user: 4471 ค่ะ")),
+        ]
+    )
+    hits = search(index, SearchQuery(vector=None, terms=keyword_terms("4471 ค่ะ"), limit=9))
+    assert sorted(h.entry.id for h in hits) in (["m1", "m2"], ["a1", "m2"])
+
+
 def test_limit_and_empty_index() -> None:
     """At most ``limit`` hits; an empty index finds nothing."""
     index = snapshot(*[f"note {n} about cats" for n in range(10)])

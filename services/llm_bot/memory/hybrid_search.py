@@ -36,6 +36,7 @@ reuses the pieces: :func:`bm25_scores`, :func:`named_speakers`, :func:`speaker_r
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 from collections import Counter
@@ -518,19 +519,19 @@ class Candidate:
 
 def collapse(candidates: Iterable[Candidate], query: SearchQuery) -> list[SearchHit]:
     """Hits from fused candidates (best first), at most ``query.limit``: a candidate whose
-    normalised text repeats a kept one, or (dense search on) whose embedding has cosine >=
-    ``NEAR_DUPLICATE`` with a kept one, is left out. Reads ``candidates`` only as far as
+    normalised text repeats a kept one (``KeptTexts``), or (dense search on) whose embedding
+    has cosine >= ``NEAR_DUPLICATE`` with a kept one, is left out. Reads ``candidates`` only as far as
     it needs, and the hits of a prefix of them are a prefix of the hits of all."""
     hits: list[SearchHit] = []
     if query.limit <= 0:
         return hits
-    kept_texts: set[str] = set()
+    kept_texts = KeptTexts()
     kept: Vector | None = None  # the kept embeddings, one row each (one product per check)
     filled = 0
     for candidate in candidates:
         text = _normalised(candidate.entry.text)
         vector = candidate.vector
-        if text in kept_texts or (
+        if kept_texts.repeats(text) or (
             vector is not None
             and kept is not None
             and filled
@@ -556,6 +557,38 @@ def collapse(candidates: Iterable[Candidate], query: SearchQuery) -> list[Search
         if len(hits) >= query.limit:
             break
     return hits
+
+
+QUOTED_SHARE = 0.9
+"""A text that holds a kept one (or is held by it) and is at most this much longer (or
+shorter) repeats it: "echo: X" and "X", a reply quoting the message it answers."""
+
+
+class KeptTexts:
+    """The normalised texts of the hits kept so far, by length, to tell repeats: the same
+    text, or one inside the other with the shorter at least ``QUOTED_SHARE`` of the longer.
+    The speaker prefix an entry's embedding starts with keeps such a pair under
+    ``NEAR_DUPLICATE`` (an echo of a Thai message: cosine 0.91), so the texts are compared
+    too; only texts of comparable length are, so a check costs a few comparisons."""
+
+    def __init__(self) -> None:
+        self._exact: set[str] = set()
+        self._by_length: list[tuple[int, str]] = []
+
+    def repeats(self, text: str) -> bool:
+        if text in self._exact:
+            return True
+        size = len(text)
+        low = bisect.bisect_left(self._by_length, (math.ceil(QUOTED_SHARE * size), ""))
+        high = bisect.bisect_right(self._by_length, (math.floor(size / QUOTED_SHARE), "\U0010ffff"))
+        for length, other in self._by_length[low:high]:
+            if (other in text) if length <= size else (text in other):
+                return True
+        return False
+
+    def add(self, text: str) -> None:
+        self._exact.add(text)
+        bisect.insort(self._by_length, (len(text), text))
 
 
 def search(snapshot: IndexSnapshot, query: SearchQuery) -> list[SearchHit]:
