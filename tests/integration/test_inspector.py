@@ -153,7 +153,8 @@ async def test_a_post_without_the_csrf_token_is_refused(
         assert user.first.conversation_id not in listed
     assert (
         inspector.metrics.registry.get_sample_value(
-            "llmbot_inspector_actions_total", {"action": "forget_conversation"}
+            "llmbot_inspector_actions_total",
+            {"action": "forget_conversation", "outcome": "done"},
         )
         == 1.0
     )

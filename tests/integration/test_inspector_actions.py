@@ -7,16 +7,21 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
+import aio_pika
 import httpx
 import pytest
+from structlog.testing import capture_logs
 
+from llm_bot.adapters.rabbit_dlq import ReplayFailed
+from llm_bot.adapters.rabbit_topology import Topology, declare_topology
 from llm_bot.config import Settings
+from llm_bot.inspector import actions
 from llm_bot.inspector.access_keys import key_digest
 from llm_bot.inspector.wiring import Inspector
 from llm_bot.memory.long_term import SemanticFact
 from llm_bot.memory.recall_items import LONG_TERM_PREFIX, long_term_entry_id
 from tests.support.events import message_event, new_id
-from tests.support.harness import bot
+from tests.support.harness import bot, integrator
 from tests.support.inspector import (
     PLANTED,
     Seeded,
@@ -53,9 +58,9 @@ async def indexed_facts(inspector: Inspector, user: Seeded) -> set[str]:
     return set(digests)
 
 
-def actions_done(inspector: Inspector, action: str) -> float | None:
+def actions_done(inspector: Inspector, action: str, outcome: str = "done") -> float | None:
     return inspector.metrics.registry.get_sample_value(
-        "llmbot_inspector_actions_total", {"action": action}
+        "llmbot_inspector_actions_total", {"action": action, "outcome": outcome}
     )
 
 
@@ -183,6 +188,38 @@ async def test_dead_letters_are_listed_by_code_and_replayed_through_the_ingress(
                 assert again.body["event_id"] == bad["id"]
                 assert await dlq_codes(http, settings, expected=2) == {"invalid_event": 2}
             assert actions_done(inspector, "replay_dead_letters") == 2.0
+
+
+async def test_a_replay_that_fails_is_audited_as_failed(service_urls: ServiceUrls) -> None:
+    """With no queue bound to the ingress key the republish is returned: the replay raises
+    ``ReplayFailed``, the dead letter stays, and the audit event and the counter record a
+    failed replay (outcome, the count replayed, the error's type; never a body)."""
+    async with (
+        inspector_settings(service_urls, f"*={key_digest(KEY_ALL)}") as settings,
+        integrator(settings) as client,
+        inspector_for(settings) as inspector,
+    ):
+        topology = await declare_topology(client.channel, Topology.from_settings(settings))
+        await client.channel.queue_delete(settings.ingress_queue)
+        await topology.dlx.publish(
+            aio_pika.Message(b'{"secret": "body"}', headers={"x-error-code": "internal"}),
+            routing_key=settings.ingress_routing_key,
+        )
+        async with asyncio.timeout(10):  # until the dead letter is in the DLQ
+            while await client.queue_depth(settings.dlq) != 1:
+                await asyncio.sleep(0.05)
+        scope = inspector.keys.entries[0][0]
+        replay = actions.replay_dead_letters_by_code(inspector, scope, "events", "internal")
+        with capture_logs() as logs, pytest.raises(ReplayFailed, match="returned"):
+            await replay
+        assert await client.queue_depth(settings.dlq) == 1
+    [audit] = [entry for entry in logs if entry["event"] == "inspector.action"]
+    assert audit["action"] == "replay_dead_letters"
+    assert (audit["outcome"], audit["replayed"], audit["error"]) == ("failed", 0, "ReplayFailed")
+    assert (audit["queue"], audit["code"], audit["key"]) == ("events", "internal", scope.name)
+    assert "secret" not in repr(audit)
+    assert actions_done(inspector, "replay_dead_letters", "failed") == 1.0
+    assert actions_done(inspector, "replay_dead_letters") is None
 
 
 async def dlq_codes(

@@ -128,7 +128,7 @@ async def test_correct_supersedes_the_fact_with_provenance_operator_and_counts_i
     indexed = await indexed_facts(inspector, user)
     assert long_term_entry_id("facts", new.id) in indexed
     assert long_term_entry_id("facts", old.id) not in indexed
-    sample = {"action": "correct_fact"}
+    sample = {"action": "correct_fact", "outcome": "done"}
     assert registry.get_sample_value("llmbot_inspector_actions_total", sample) == 1.0
 
 

@@ -1,7 +1,8 @@
 """The inspector's actions, through the code the CLI and the worker run (``llm-bot memory
 forget``, ``llm-bot dlq replay --code``, the worker's fact supersession), each audited: a
-structlog event naming the action, the key's name and the ids (never any text), and
-``llmbot_inspector_actions_total`` by action. ``llm-bot memory fact remove|correct`` call
+structlog event naming the action, its outcome, the key's name and the ids (never any
+text), and ``llmbot_inspector_actions_total`` by action and outcome (``done``, or
+``failed``: a replay that stopped, its dead letters left in the DLQ). ``llm-bot memory fact remove|correct`` call
 the fact actions here too (``fact_commands.py``, key ``cli``)."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Any
 
 import structlog
 
-from llm_bot.adapters.rabbit_dlq import ReplayResult
+from llm_bot.adapters.rabbit_dlq import DlqNotFound, ReplayFailed, ReplayResult
 from llm_bot.entrypoints.dlq_cli import replay_dead_letters
 from llm_bot.entrypoints.memory_cli import forget_memory
 from llm_bot.inspector.access_keys import Scope
@@ -90,8 +91,22 @@ async def replay_dead_letters_by_code(
     inspector: Inspector, scope: Scope, queue: str, code: str
 ) -> ReplayResult:
     """``llm-bot dlq replay --code CODE --queue QUEUE``: ``DlqNotFound`` or
-    ``ReplayFailed`` as there (what was not replayed stays in the DLQ)."""
-    result = await replay_dead_letters(inspector.settings, limit=None, code=code, queue=queue)
+    ``ReplayFailed`` as there (what was not replayed stays in the DLQ), audited as a failed
+    replay with the count replayed before it stopped."""
+    try:
+        result = await replay_dead_letters(inspector.settings, limit=None, code=code, queue=queue)
+    except (DlqNotFound, ReplayFailed) as exc:
+        _audit(
+            inspector,
+            scope,
+            "replay_dead_letters",
+            outcome="failed",
+            queue=queue,
+            code=code,
+            replayed=exc.replayed if isinstance(exc, ReplayFailed) else 0,
+            error=type(exc).__name__,
+        )
+        raise
     _audit(
         inspector,
         scope,
@@ -104,7 +119,9 @@ async def replay_dead_letters_by_code(
     return result
 
 
-def _audit(inspector: Inspector, scope: Scope, action: str, **ids: Any) -> None:
+def _audit(
+    inspector: Inspector, scope: Scope, action: str, *, outcome: str = "done", **ids: Any
+) -> None:
     """``ids``: ids and counts only, never text."""
-    inspector.metrics.actions.labels(action).inc()
-    log.info("inspector.action", action=action, key=scope.name, **ids)
+    inspector.metrics.actions.labels(action, outcome).inc()
+    log.info("inspector.action", action=action, outcome=outcome, key=scope.name, **ids)

@@ -36,9 +36,9 @@ class InspectorMetrics:
         self.registry = registry
         self.actions = Counter(
             "llmbot_inspector_actions",
-            "Inspector actions done (forget a conversation or user, remove or correct a "
-            "fact, replay dead letters), by action",
-            ["action"],
+            "Inspector actions (forget a conversation or user, remove or correct a fact, "
+            "replay dead letters), by action and outcome (done, failed)",
+            ["action", "outcome"],
             registry=registry,
         )
 
