@@ -36,6 +36,22 @@ def test_text_the_model_cannot_read_gets_the_zero_vector() -> None:
     assert abs(float(np.linalg.norm(mixed)) - 1.0) < 1e-4
 
 
+def test_texts_embedded_together_get_the_vectors_they_get_alone() -> None:
+    """Texts share inference calls by length, each call padded to its own longest: a text
+    embedded among longer and shorter ones gets the vector it gets alone, in its place."""
+    texts = [
+        "Caroline: I went to a LGBTQ support group yesterday, and it was so powerful.",
+        "Yes!",
+        *(f"Sentence {n} about {'a long trip ' * (n % 9)}to the lake." for n in range(40)),
+        "",
+        "ราคาสินค้านี้เท่าไหร่ครับ",
+    ]
+    together = encode(texts)
+    alone = np.vstack([encode([text]) for text in texts])
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+    assert not together[-1].any()
+
+
 async def test_the_port_embeds_off_the_event_loop() -> None:
     """The adapter answers through its worker thread, one row per text, and names its model."""
     embedder = LocalEmbedder()
