@@ -8,8 +8,12 @@ never committed here; 24 questions for development are in ../shared/data/longmem
 For each question, one user: every session of its haystack is imported through the broker
 as one ``transcript`` event of its own conversation (roles as given, the session's date as
 ``created_at``, a second apart turn by turn), then ``conversation.end``; the memory worker
-(in process) classifies, compacts, finalizes and indexes until it is idle, then stops
-(printed: messages per second and the worker's CPU seconds per message). Then the question
+(in process) classifies, compacts, finalizes and indexes until it is idle, then stops.
+Memory formation is timed on its own: the service imports every session first, then the
+worker starts and drains the jobs; printed per question and in total: messages per second
+of the worker, and its CPU per message split by thread (the embedding threads, the rest of
+the worker, the fake model, which runs on a thread of its own). ``--formation-only`` stops
+there (``--questions N`` for a sample). Then the question
 is asked as a ``message`` in a new conversation of the same user with ``created_at`` =
 ``question_date`` (after one warm-up message, so the user's index is loaded as in a
 running service), once per input budget (``--budgets``, default 1000 2000 4000), and the
@@ -26,8 +30,11 @@ import asyncio
 import json
 import os
 import statistics
+import threading
 import time
 from collections import defaultdict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -42,9 +49,9 @@ from llm_bot.logs import configure_logging
 from tests.bench.locomo import COUNTER, Prompts, percentile, settings_for
 from tests.bench.locomo_scoring import prompt_text
 from tests.bench.longmemeval_scoring import TYPES, Question, last_n_prompt, questions, recall_of
-from tests.bench.token_cost import settle
+from tests.bench.token_cost import worker_idle
 from tests.support.events import message_event, new_id
-from tests.support.harness import bot, running_worker
+from tests.support.harness import bot, integrator, running_service, running_worker
 from tests.support.services import DEFAULT_AMQP_URL, DEFAULT_REDIS_URL, ServiceUrls
 
 TENANT = "longmemeval"
@@ -111,26 +118,128 @@ def transcript_events(question: Question, user: str) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class Imported:
+    """One haystack's memory formation: the worker's part, from its start to idle."""
+
     messages: int
     seconds: float
-    cpu_seconds: float
+    embedding_cpu: float
+    """CPU seconds of the embedder's threads."""
+    worker_cpu: float
+    """CPU seconds of the event loop's thread (the worker but its embeddings)."""
+    model_cpu: float
+    """CPU seconds of the fake model's thread (a remote model's in production)."""
+
+    @property
+    def cpu(self) -> float:
+        return self.embedding_cpu + self.worker_cpu
+
+
+def thread_cpu(prefix: str) -> float:
+    """CPU seconds so far of this process's threads whose name starts with ``prefix``."""
+    return sum(
+        time.clock_gettime(time.pthread_getcpuclockid(t.ident))
+        for t in threading.enumerate()
+        if t.name.startswith(prefix) and t.ident is not None and t.is_alive()
+    )
+
+
+@dataclass(frozen=True)
+class CpuClock:
+    """CPU seconds so far: the embedder's threads, the calling thread, the fake model's."""
+
+    embedding: float
+    loop: float
+    model: float
+
+    @classmethod
+    def now(cls) -> CpuClock:
+        return cls(thread_cpu("embedder"), time.thread_time(), thread_cpu(MODEL_THREAD))
+
+    def since(self, start: CpuClock) -> CpuClock:
+        return CpuClock(
+            self.embedding - start.embedding, self.loop - start.loop, self.model - start.model
+        )
+
+
+MODEL_THREAD = "fake-model"
+
+
+@asynccontextmanager
+async def model_thread(responder: Prompts) -> AsyncIterator[FakeModelServer]:
+    """The fake model served from its own thread and event loop, so that its CPU is not
+    counted as the worker's."""
+    ready: asyncio.Future[FakeModelServer] = asyncio.get_running_loop().create_future()
+    caller = asyncio.get_running_loop()
+    stop: asyncio.Event | None = None
+    model_loop: asyncio.AbstractEventLoop | None = None
+
+    async def serve() -> None:
+        nonlocal stop, model_loop
+        stop, model_loop = asyncio.Event(), asyncio.get_running_loop()
+        async with FakeModelServer(responder=responder) as model:
+            caller.call_soon_threadsafe(ready.set_result, model)
+            await stop.wait()
+
+    thread = threading.Thread(target=asyncio.run, args=(serve(),), name=MODEL_THREAD)
+    thread.start()
+    try:
+        yield await ready
+    finally:
+        if model_loop is not None and stop is not None:
+            model_loop.call_soon_threadsafe(stop.set)
+        await asyncio.to_thread(thread.join)
 
 
 async def import_haystack(
     urls: ServiceUrls, model: FakeModelServer, question: Question, user: str, args: Any
 ) -> Imported:
-    """Every session imported and the worker settled; how long it took, CPU included."""
+    """Every session imported by the service, then the worker started and run until idle;
+    the worker's part timed (wall clock and CPU, from its start to the first of the idle
+    polls that end the wait)."""
     settings = settings_for(urls, model.base_url, {}, 2000, args.embeddings)
-    started, cpu = time.perf_counter(), time.process_time()
-    async with bot(settings) as (_service, client), running_worker(settings) as worker:
-        for event in transcript_events(question, user):
-            await client.publish(event)
-        await asyncio.sleep(1.0)
-        while not await settle(client, worker, args.settle_timeout):
-            print("  worker still busy...", flush=True)
-        await client.wait_for_consumers()
+    async with integrator(settings) as client:  # keeps the queues until the end
+        async with running_service(settings) as service:
+            for event in transcript_events(question, user):
+                await client.publish(event)
+            async with asyncio.timeout(args.settle_timeout):
+                while await client.ingress_depth() or service.consumer.in_flight:
+                    await asyncio.sleep(0.1)
+        async with running_worker(settings) as worker:
+            started, cpu = time.perf_counter(), CpuClock.now()
+            idle_at: tuple[float, CpuClock] | None = None
+            quiet = 0
+            async with asyncio.timeout(args.settle_timeout):
+                while quiet < SETTLED_POLLS:
+                    if await worker_idle(client, worker):
+                        quiet += 1
+                        idle_at = idle_at or (time.perf_counter(), CpuClock.now())
+                    else:
+                        quiet, idle_at = 0, None
+                    await asyncio.sleep(0.1)
+    assert idle_at is not None  # the loop ends idle
+    used = idle_at[1].since(cpu)
     messages = sum(1 for s in question.sessions for t in s.turns if t.content.strip())
-    return Imported(messages, time.perf_counter() - started, time.process_time() - cpu)
+    return Imported(messages, idle_at[0] - started, used.embedding, used.loop, used.model)
+
+
+SETTLED_POLLS = 5
+"""Polls 0.1 s apart that find the worker idle (jobs queue empty, nothing in flight)."""
+
+
+def formation_line(label: str, imports: list[Imported]) -> str:
+    messages = sum(i.messages for i in imports)
+    seconds = sum(i.seconds for i in imports)
+
+    def per_message(cpu: float) -> str:
+        return f"{1000 * cpu / messages:.0f}"
+
+    return (
+        f"{label}: {messages} messages in {seconds:.1f} s: {messages / seconds:.1f} "
+        f"messages/s; worker CPU {per_message(sum(i.cpu for i in imports))} ms per message "
+        f"(embedding {per_message(sum(i.embedding_cpu for i in imports))}, the rest "
+        f"{per_message(sum(i.worker_cpu for i in imports))}; fake model "
+        f"{per_message(sum(i.model_cpu for i in imports))} besides)"
+    )
 
 
 async def ask(  # noqa: PLR0917  # one question, the run's parts
@@ -239,33 +348,29 @@ async def main(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:
     results: dict[tuple[str, int], list[Scores]] = defaultdict(list)
     imports: list[Imported] = []
     prompts = Prompts()
-    async with FakeModelServer(responder=prompts) as model:
+    async with model_thread(prompts) as model:
         for question in selected:
             user = new_id("u")
             imported = await import_haystack(urls, model, question, user, args)
             imports.append(imported)
             print(
-                f"{question.id} ({question.type}): {imported.messages} messages in "
-                f"{len(question.sessions)} sessions imported and settled in "
-                f"{imported.seconds:.0f} s ({imported.messages / imported.seconds:.1f} "
-                f"messages/s, {1000 * imported.cpu_seconds / imported.messages:.0f} ms CPU "
-                "per message)",
+                formation_line(
+                    f"{question.id} ({question.type}, {len(question.sessions)} sessions)",
+                    [imported],
+                ),
                 flush=True,
             )
+            if args.formation_only:
+                continue
             model.requests.clear()
             for budget in args.budgets:
                 scores = await ask(urls, prompts, model, question, user, budget, args)
                 results[("llm-bot (retrieval)", budget)].append(scores)
                 results[("last-N window", budget)].append(last_n(question, budget))
                 print(f"  @ {budget}: {scores.overall:.3f}", flush=True)
-    messages = sum(i.messages for i in imports)
-    seconds = sum(i.seconds for i in imports)
-    cpu = sum(i.cpu_seconds for i in imports)
-    print(
-        f"\nimport: {messages} messages in {seconds:.0f} s: {messages / seconds:.1f} messages/s, "
-        f"{1000 * cpu / messages:.0f} ms CPU per message (this process: service and worker)\n"
-    )
-    report({key: merge(parts) for key, parts in results.items()}, args.budgets)
+    print("\n" + formation_line("memory formation", imports) + "\n")
+    if not args.formation_only:
+        report({key: merge(parts) for key, parts in results.items()}, args.budgets)
 
 
 def parse_args() -> argparse.Namespace:
@@ -280,6 +385,11 @@ def parse_args() -> argparse.Namespace:
         type=int,
         default=None,
         help="LLM_BOT_RETRIEVAL_MAX_ITEMS (default: unset, the service's default)",
+    )
+    parser.add_argument(
+        "--formation-only",
+        action="store_true",
+        help="import the haystacks and report memory formation; ask no question",
     )
     parser.add_argument("--settle-timeout", type=float, default=600.0)
     parser.add_argument("--log-level", default="warning")
