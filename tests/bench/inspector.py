@@ -22,11 +22,13 @@ import os
 import statistics
 import time
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 
 from llm_bot.adapters.script_embedder import DIMENSION, MODEL_NAME
 from llm_bot.bootstrap import long_term_store, progress_store, recall_index, redis_client
+from llm_bot.config import Settings
 from llm_bot.gateway.api_keys import key_digest
 from llm_bot.logs import configure_logging
 from llm_bot.memory.long_term import SemanticFact, Source
@@ -63,42 +65,60 @@ def _p(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100)[q - 1] * 1000
 
 
-async def run(args: argparse.Namespace) -> int:
-    urls = ServiceUrls(
-        os.environ.get("AMQP_URL", DEFAULT_AMQP_URL), os.environ.get("REDIS_URL", DEFAULT_REDIS_URL)
-    )
-    settings = settings_for_test(
+def inspector_settings(urls: ServiceUrls, **overrides: Any) -> Settings:
+    """The inspector's settings: its key, room for the big user's facts, no model."""
+    return settings_for_test(
         urls,
         "http://127.0.0.1:9/v1",
         inspector_keys=f"*={key_digest(KEY)}",
         ltm_max_items=1000,
         retrieval_timeout_ms=5000,
         log_level="warning",
+        **overrides,
     )
+
+
+async def seed_big_user(settings: Settings, *, entries: int, facts: int) -> ConversationKey:
+    """A user with ``entries`` index entries and ``facts`` facts, written through the
+    adapters; the key of one of its conversations."""
     tenant, user = "tbench", new_id("u")
     key = ConversationKey(tenant, user, new_id("c"))
     client = redis_client(settings)
     try:
         index = recall_index(settings, client)
-        for start in range(0, args.entries, 1000):
+        for start in range(0, entries, 1000):
             rows = [
-                (synthetic_entry(n), _vector(n))
-                for n in range(start, min(start + 1000, args.entries))
+                (synthetic_entry(n), _vector(n)) for n in range(start, min(start + 1000, entries))
             ]
             await index.upsert(tenant, user, rows, model=MODEL_NAME, erasure="")
         now = datetime.now(UTC).isoformat()
-        facts = [_fact(n, now) for n in range(args.facts)]
-        await long_term_store(settings, client).write(tenant, user, erasure="", facts=facts)
+        written = [_fact(n, now) for n in range(facts)]
+        await long_term_store(settings, client).write(tenant, user, erasure="", facts=written)
         # A user with memory has a key registry (every reply and job writes it): a done job's
         # marker makes one, so the page lists conversations as it does for a real user.
         await progress_store(settings, client).mark_job_done(tenant, user, "job_seed", erasure="")
     finally:
         await client.aclose()
-    print(f"seeded {args.entries} index entries and {args.facts} facts", flush=True)
-    paths = {
-        "user page": f"/t/{tenant}/u/{user}",
-        "why": f"/t/{tenant}/u/{user}/c/{key.conversation_id}/why?message=what+about+the+garden",
+    print(f"seeded {entries} index entries and {facts} facts", flush=True)
+    return key
+
+
+def page_paths(key: ConversationKey) -> dict[str, str]:
+    """The two pages timed: the user's page and a "why" dry run in one conversation."""
+    user = f"/t/{key.tenant_id}/u/{key.user_id}"
+    return {
+        "user page": user,
+        "why": f"{user}/c/{key.conversation_id}/why?message=what+about+the+garden",
     }
+
+
+async def run(args: argparse.Namespace) -> int:
+    urls = ServiceUrls(
+        os.environ.get("AMQP_URL", DEFAULT_AMQP_URL), os.environ.get("REDIS_URL", DEFAULT_REDIS_URL)
+    )
+    settings = inspector_settings(urls)
+    key = await seed_big_user(settings, entries=args.entries, facts=args.facts)
+    paths = page_paths(key)
     status = 0
     async with inspector_for(settings) as inspector, client_for(inspector) as http:
         assert (await login(http, KEY)).status_code in (200, 303)

@@ -502,26 +502,51 @@ async def replicated(
 ) -> ReplicatedRun:
     """(c'): the (c) backlog through ``count`` ``llm-bot run`` processes sharing the
     in-flight budget (``prefetch // count`` each), the fake model in its own process."""
+    async with fake_model_process(latency) as base_url:
+        return await replicated_on(
+            urls,
+            base_url,
+            events=events,
+            conversations=conversations,
+            prefetch=prefetch,
+            count=count,
+            log_level=log_level,
+        )
+
+
+async def replicated_on(
+    urls: ServiceUrls,
+    model_url: str,
+    *,
+    events: int,
+    conversations: int,
+    prefetch: int,
+    count: int,
+    log_level: str,
+    beside: contextlib.AbstractAsyncContextManager[object] | None = None,
+) -> ReplicatedRun:
+    """(c') with the model at ``model_url`` (already running: ``tests/bench/
+    inspector_beside.py`` runs several backlogs on one fake model); ``beside`` is entered
+    once the replicas are ready and left once every candidate arrived (a load beside
+    them)."""
     bodies = event_bodies(events, conversations)
     replies = Replies()
     cpu: list[float] = []
-    async with fake_model_process(latency) as base_url:
-        settings = settings_for_test(
-            urls, base_url, prefetch=prefetch // count, log_level=log_level
-        )
-        async with (
-            prefilled(settings, bodies),
-            integrator(settings) as client,
-            replicas(settings, count) as procs,
-        ):
-            pids = [p.process.pid for p in procs if p.process is not None]
+    settings = settings_for_test(urls, model_url, prefetch=prefetch // count, log_level=log_level)
+    async with (
+        prefilled(settings, bodies),
+        integrator(settings) as client,
+        replicas(settings, count) as procs,
+        beside or contextlib.nullcontext(),
+    ):
+        pids = [p.process.pid for p in procs if p.process is not None]
 
-            def tick(event_id: str) -> None:
-                replies.tick(event_id)
-                if replies.cpu.ticks in (1, events):
-                    cpu.append(sum(cpu_seconds(pid) for pid in pids))
+        def tick(event_id: str) -> None:
+            replies.tick(event_id)
+            if replies.cpu.ticks in (1, events):
+                cpu.append(sum(cpu_seconds(pid) for pid in pids))
 
-            problems = await await_candidates(client, {i for i, _ in bodies}, tick)
+        problems = await await_candidates(client, {i for i, _ in bodies}, tick)
     rate = replies.rate(events)
     rate.cpu_per_event = (cpu[-1] - cpu[0]) / max(1, events - 1)
     return ReplicatedRun(count, rate, problems)
