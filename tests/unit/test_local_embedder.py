@@ -3,12 +3,18 @@ cannot read."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from collections.abc import Sequence
+
 import numpy as np
 import pytest
 
 from llm_bot.adapters import local_embedder
 from llm_bot.adapters.local_embedder import DIMENSION, INDEX_MODEL_ID, LocalEmbedder, encode
 from llm_bot.config import ConfigurationError
+from llm_bot.errors import EmbeddingUnavailable
+from llm_bot.ports import Matrix
 
 
 def test_related_sentences_are_close_and_unrelated_ones_far() -> None:
@@ -80,6 +86,57 @@ async def test_passages_split_across_threads_come_back_in_order() -> None:
         await two.aclose()
     np.testing.assert_allclose(split, alone, atol=1e-5)
     np.testing.assert_allclose(split[3], encode([texts[3]])[0], atol=1e-5)
+
+
+async def test_passages_asked_for_meanwhile_go_together_in_the_next_call() -> None:
+    """While one call runs, the passages asked for wait and are embedded in one call
+    together (a bigger pool, less padding); each caller gets its own rows."""
+    calls: list[list[str]] = []
+    entered, release = threading.Event(), threading.Event()
+
+    def encoder(texts: Sequence[str]) -> Matrix:
+        calls.append(list(texts))
+        if list(texts) == ["first"]:
+            entered.set()
+            release.wait(5)
+        return np.array([[float(len(t)), 1.0] for t in texts], dtype=np.float32)
+
+    embedder = LocalEmbedder(threads=1, encoder=encoder, dimension=2, warm_up=("x",))
+    try:
+        first = asyncio.create_task(embedder.embed(["first"], purpose="passage"))
+        assert await asyncio.to_thread(entered.wait, 5)
+        second = asyncio.create_task(embedder.embed(["a", "bb"], purpose="passage"))
+        third = asyncio.create_task(embedder.embed(["ccc"], purpose="passage"))
+        await asyncio.sleep(0.05)
+        release.set()
+        _, two, three = await asyncio.gather(first, second, third)
+    finally:
+        await embedder.aclose()
+    assert calls[1:] == [["first"], ["a", "bb", "ccc"]]  # calls[0]: the warm-up
+    assert two[:, 0].tolist() == [1.0, 2.0]
+    assert three[:, 0].tolist() == [3.0]
+
+
+async def test_a_failed_call_fails_every_passage_it_held() -> None:
+    """The model failing is the port's EmbeddingUnavailable for each caller of the call."""
+    failing = False
+
+    def encoder(texts: Sequence[str]) -> Matrix:
+        if failing:
+            raise RuntimeError("onnxruntime failed")
+        return np.ones((len(texts), 2), dtype=np.float32)
+
+    embedder = LocalEmbedder(threads=1, encoder=encoder, dimension=2)
+    failing = True
+    try:
+        results = await asyncio.gather(
+            embedder.embed(["a"], purpose="passage"),
+            embedder.embed(["b"], purpose="passage"),
+            return_exceptions=True,
+        )
+    finally:
+        await embedder.aclose()
+    assert [type(r) for r in results] == [EmbeddingUnavailable, EmbeddingUnavailable]
 
 
 def test_a_model_file_that_is_not_the_pinned_one_is_refused(

@@ -166,6 +166,11 @@ class LocalEmbedder:
     """The ``Embedder`` port on a model run in this process: calls run on worker threads
     (the event loop stays free), a query on one, passages split across one per core.
 
+    Passages asked for while others are being embedded wait and go together in the next
+    call (the memory worker runs several jobs at once, each with a few hundred texts):
+    a bigger pool groups texts of closer lengths, so less padding (docs/benchmarks.md);
+    the first asks alone, so an idle worker waits for nothing.
+
     By default the English model of this module; ``script_embedder`` passes its own
     ``encode`` (the English and multilingual models together)."""
 
@@ -187,6 +192,9 @@ class LocalEmbedder:
         self._executor = ThreadPoolExecutor(
             max_workers=self._threads, thread_name_prefix="embedder"
         )
+        self._waiting: list[tuple[Sequence[str], asyncio.Future[Matrix]]] = []
+        """Passages asked for while a call runs, with the futures that answer them."""
+        self._passages: asyncio.Task[None] | None = None
 
     @property
     def name(self) -> str:
@@ -199,8 +207,35 @@ class LocalEmbedder:
     async def embed(self, texts: Sequence[str], *, purpose: EmbeddingPurpose) -> Matrix:
         if not texts:
             return np.zeros((0, self._dimension), dtype=np.float32)
+        if purpose != "passage":
+            return await self._run(texts, parts=1)
+        answer: asyncio.Future[Matrix] = asyncio.get_running_loop().create_future()
+        self._waiting.append((texts, answer))
+        if self._passages is None or self._passages.done():
+            self._passages = asyncio.create_task(self._embed_waiting())
+        return await answer
+
+    async def _embed_waiting(self) -> None:
+        """Embed what waits, all of it in one call, until nothing does."""
+        while self._waiting:
+            batch, self._waiting = self._waiting, []
+            try:
+                vectors = await self._run(
+                    [text for texts, _ in batch for text in texts], parts=self._threads
+                )
+            except EmbeddingUnavailable as exc:
+                for _, answer in batch:
+                    if not answer.done():
+                        answer.set_exception(EmbeddingUnavailable(str(exc)))
+                continue
+            start = 0
+            for texts, answer in batch:
+                if not answer.done():  # its caller may have been cancelled meanwhile
+                    answer.set_result(vectors[start : start + len(texts)])
+                start += len(texts)
+
+    async def _run(self, texts: Sequence[str], *, parts: int) -> Matrix:
         loop = asyncio.get_running_loop()
-        parts = self._threads if purpose == "passage" else 1
         parts = min(parts, -(-len(texts) // CHUNK))
         shares = [list(texts[start::parts]) for start in range(parts)]
         try:
@@ -217,4 +252,9 @@ class LocalEmbedder:
         return vectors
 
     async def aclose(self) -> None:
+        if self._passages is not None:
+            self._passages.cancel()
+        for _, answer in self._waiting:
+            answer.cancel()
+        self._waiting = []
         self._executor.shutdown(wait=False, cancel_futures=True)
