@@ -53,20 +53,22 @@ if version ~= tonumber(ARGV[1]) then
 end
 redis.call('HSET', KEYS[2], 'turn', ARGV[2], 'version', version + 1)
 redis.call('EXPIRE', KEYS[2], ARGV[7])
-register(KEYS[7], KEYS[2], ARGV[7])
 redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[4])
-register(KEYS[7], KEYS[1], ARGV[4])
+local written = {{KEYS[2], ARGV[7], KEYS[1], ARGV[4]}}
 for i = 10, #ARGV, 2 do
   redis.call('ZADD', KEYS[3], ARGV[i], ARGV[i + 1])
 end
 if #ARGV >= 10 then
   redis.call('EXPIRE', KEYS[3], ARGV[7])
-  register(KEYS[7], KEYS[3], ARGV[7])
+  written[#written + 1] = KEYS[3]
+  written[#written + 1] = ARGV[7]
 end
 if ARGV[5] ~= '' then
   redis.call('SET', KEYS[4], ARGV[5], 'EX', ARGV[6])
-  register(KEYS[7], KEYS[4], ARGV[6])
+  written[#written + 1] = KEYS[4]
+  written[#written + 1] = ARGV[6]
 end
+register_all(KEYS[7], written)
 return {{'ok', tostring(version + 1)}}
 """
 

@@ -21,16 +21,28 @@ from typing import cast
 from llm_bot.adapters.redis_connection import RedisClient
 
 REGISTER_LUA = """
-local function register(registry, name, ttl)
+local function register_all(registry, entries)
   local now = tonumber(redis.call('TIME')[1])
-  redis.call('ZADD', registry, 'GT', now + tonumber(ttl), name)
+  local scored, longest = {}, 0
+  for i = 1, #entries, 2 do
+    local ttl = tonumber(entries[i + 1])
+    scored[#scored + 1] = now + ttl
+    scored[#scored + 1] = entries[i]
+    if ttl > longest then longest = ttl end
+  end
+  redis.call('ZADD', registry, 'GT', unpack(scored))
   redis.call('ZREMRANGEBYSCORE', registry, '-inf', now - 1)
-  if redis.call('TTL', registry) < tonumber(ttl) then
-    redis.call('EXPIRE', registry, ttl)
+  if redis.call('TTL', registry) < longest then
+    redis.call('EXPIRE', registry, longest)
   end
 end
+local function register(registry, name, ttl)
+  register_all(registry, {name, ttl})
+end
 """
-"""Lua ``register(registry, name, ttl_seconds)``: prepend to a script that writes keys."""
+"""Lua ``register(registry, name, ttl_seconds)`` and ``register_all(registry, {name,
+ttl_seconds, ...})`` (several names in one ZADD, the expired entries dropped and the
+registry's TTL checked once): prepend to a script that writes keys."""
 
 
 async def registered(client: RedisClient, registry: str) -> list[str]:
