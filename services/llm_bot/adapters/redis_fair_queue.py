@@ -27,6 +27,10 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import cast
+
+from redis.asyncio.cluster import RedisCluster
+from redis.typing import EncodableT
 
 from llm_bot.adapters.held_message import HeldMessage, decode_held, encode_held
 from llm_bot.adapters.redis_connection import AnyPipeline, RedisClient, queue_script
@@ -53,8 +57,44 @@ local head = redis.call('LINDEX', KEYS[1], 0)
 if not head then return {0} end
 if not redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1} end
 local taken = redis.call('HINCRBY', KEYS[3], string.sub(head, 1, UID_LENGTH), 1)
-return {2, head, taken}
+return {2, head, taken, redis.call('LLEN', KEYS[1]) - 1}
 """.replace("UID_LENGTH", str(UID_LENGTH))
+_POP_AND_TAKE = """
+local m = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0, 1)
+local left = redis.call('ZCARD', KEYS[1])
+if #m == 0 then
+  if left == 0 then redis.call('SREM', KEYS[2], ARGV[1]) end
+  return false
+end
+redis.call('ZREM', KEYS[1], m[1])
+if left == 1 then redis.call('SREM', KEYS[2], ARGV[1]) end
+local bar = string.find(m[1], '|', 1, true)
+local bar2 = string.find(m[1], '|', bar + 1, true)
+local scope = ARGV[6] .. string.sub(m[1], 1, bar2 - 1) .. ARGV[7]
+local conversation = string.sub(m[1], bar2 + 1)
+local park = scope .. ARGV[8] .. conversation
+local head = redis.call('LINDEX', park, 0)
+if not head then
+  redis.call('ZREM', KEYS[3], m[1])
+  return {0, m[1]}
+end
+if not redis.call('SET', scope .. ARGV[9] .. conversation, ARGV[4], 'NX', 'PX', ARGV[5]) then
+  redis.call('ZREM', KEYS[3], m[1])
+  redis.call('ZADD', KEYS[1], 'NX', ARGV[11], m[1])
+  redis.call('SADD', KEYS[2], ARGV[1])
+  return {1, m[1]}
+end
+redis.call('ZADD', KEYS[3], ARGV[3], m[1])
+local taken = redis.call('HINCRBY', scope .. ARGV[10] .. conversation,
+  string.sub(head, 1, UID_LENGTH), 1)
+return {2, m[1], head, taken, redis.call('LLEN', park) - 1}
+""".replace("UID_LENGTH", str(UID_LENGTH))
+"""``_POP`` and ``_TAKE`` in one script, on one Redis server only: the popped
+conversation's keys are named inside the script (ARGV 6-10: the parts of their names
+around ``tenant|user`` and the conversation id), which a Redis Cluster refuses (they live
+in the user's slot, not the shard's). Returns false (none due), ``{0, member}`` (no
+delivery left), ``{1, member}`` (the lease is held elsewhere: ready again after ARGV[11])
+or ``{2, member, head, times taken, deliveries behind it}``."""
 _COMPLETE = """
 local popped = 0
 local head = redis.call('LINDEX', KEYS[1], 0)
@@ -76,6 +116,7 @@ return {redis.call('LLEN', KEYS[1]), redis.call('PTTL', KEYS[2])}
 _READY = """
 redis.call('ZADD', KEYS[1], 'NX', ARGV[3], ARGV[2])
 redis.call('SADD', KEYS[2], ARGV[1])
+if KEYS[3] then redis.call('ZREM', KEYS[3], ARGV[2]) end
 """
 _POP = """
 local m = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0, 1)
@@ -111,6 +152,21 @@ class Taken:
     message: HeldMessage
     token: str
     times_taken: int
+    behind: int = 0
+    """Deliveries of the conversation waiting behind this one when it was taken: more than
+    none, and its completion makes the conversation ready in the same round trip."""
+
+
+@dataclass(frozen=True)
+class Completed:
+    """What :meth:`RedisFairQueue.complete_and_take` did."""
+
+    remaining: int
+    """Deliveries of the completed conversation still waiting."""
+    taken: Taken | Busy | None
+    """The take's answer (None also when no take was asked)."""
+    tenants: set[str] | None
+    """The tenants with ready conversations after the take, when asked to look."""
 
 
 class Busy:
@@ -147,6 +203,10 @@ class RedisFairQueue:
         self._look = client.register_script(_LOOK)
         self._ready = client.register_script(_READY)
         self._pop = client.register_script(_POP)
+        self._pop_and_take = (
+            None if isinstance(client, RedisCluster) else client.register_script(_POP_AND_TAKE)
+        )
+        self._name_parts = _conversation_name_parts(keys)
 
     def new_token(self) -> str:
         """A lease token of this holder (the format of ``RedisConversationLease``)."""
@@ -200,29 +260,33 @@ class RedisFairQueue:
         async with self._redis.pipeline(transaction=False) as pipe:
             for shard in range(self._shards):
                 pipe.smembers(self._keys.fair_tenants(self._lane, shard))
-            results = await pipe.execute()
-        return {m.decode() if isinstance(m, bytes) else str(m) for r in results for m in r}
+            return _tenants(await pipe.execute())
+
+    @property
+    def takes_with_completion(self) -> bool:
+        """Whether :meth:`complete_and_take` may be used: on one server (a cluster keeps a
+        conversation's keys and the index in different slots)."""
+        return self._pop_and_take is not None
 
     async def take(self, tenant_id: str) -> Taken | Busy | None:
         """The tenant's next ready conversation with its head delivery, under a new lease;
-        None when it has none due."""
+        None when it has none due. One round trip on one server, two on a cluster (the
+        conversation's keys are in another slot than the index)."""
+        token = self.new_token()
+        if self._pop_and_take is not None:
+            keys, args = self._pop_and_take_call(tenant_id, token)
+            return self._answer(await self._pop_and_take(keys=keys, args=args), token)
         shard = self.shard(tenant_id)
         member = await self._pop(
-            keys=[
-                self._keys.fair_ready(self._lane, shard, tenant_id),
-                self._keys.fair_tenants(self._lane, shard),
-                self._keys.fair_taken(self._lane, shard),
-            ],
-            args=[tenant_id, _now_ms(), self._later()],
+            keys=self._index_keys(tenant_id), args=[tenant_id, _now_ms(), self._later()]
         )
         if member is None:
             return None
-        key = parse_activity_member(member.decode() if isinstance(member, bytes) else member)
-        token = self.new_token()
+        key = parse_activity_member(_text(member))
         result = await self._take(keys=self._conversation_keys(key), args=[token, self._ttl_ms])
         if result[0] == 2:
             uid, held = decode_held(result[1])
-            return Taken(key, uid, held, token, int(result[2]))
+            return Taken(key, uid, held, token, int(result[2]), int(result[3]))
         async with self._redis.pipeline(transaction=False) as pipe:
             if result[0] == 1:
                 await self._mark_ready(pipe, key, BUSY_RETRY_SECONDS)
@@ -232,14 +296,75 @@ class RedisFairQueue:
 
     async def complete(self, taken: Taken) -> int:
         """The head is done: remove it, give the lease back, make the conversation ready
-        again when more wait. Returns how many wait. (Its ``taken`` entry is left to
-        recovery, which drops it when due: one round trip less per event.)"""
-        _, remaining = await self._complete(
-            keys=self._conversation_keys(taken.key), args=[taken.token, taken.uid]
-        )
-        if int(remaining) > 0:
-            await self.make_ready(taken.key)
-        return int(remaining)
+        again when more wait. Returns how many wait. One round trip: when deliveries
+        waited behind it as it was taken, they still do (only the holder removes a head),
+        so the conversation is made ready in the same pipeline; otherwise a second round
+        trip only if some arrived meanwhile. Made ready, its ``taken`` entry goes with the
+        same script (the ready index covers it now); else it is left to recovery, which
+        drops it when due."""
+        return (await self.complete_and_take(taken, None, look=False)).remaining
+
+    async def complete_and_take(
+        self, taken: Taken, tenant_id: str | None, *, look: bool
+    ) -> Completed:
+        """:meth:`complete`, then in the same round trip :meth:`take` for ``tenant_id``
+        (one server only: :attr:`takes_with_completion`) and, with ``look``,
+        :meth:`ready_tenants` as they are after that take."""
+        keys = self._conversation_keys(taken.key)
+        args = [taken.token, taken.uid]
+        token = ""
+        taking = tenant_id is not None and self._pop_and_take is not None
+        async with self._redis.pipeline(transaction=False) as pipe:
+            queue_script(pipe, self._complete, keys=keys, args=args)
+            if taken.behind > 0:
+                await self._mark_ready(pipe, taken.key, 0.0, unwatch=True)
+            if taking and tenant_id is not None and self._pop_and_take is not None:
+                token = self.new_token()
+                index, take_args = self._pop_and_take_call(tenant_id, token)
+                queue_script(pipe, self._pop_and_take, keys=index, args=take_args)
+            if look:
+                for shard in range(self._shards):
+                    pipe.smembers(self._keys.fair_tenants(self._lane, shard))
+            results = await pipe.execute()
+        remaining = int(results[0][1])
+        if taken.behind <= 0 and remaining > 0:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                await self._mark_ready(pipe, taken.key, 0.0, unwatch=True)
+                await pipe.execute()
+        answer = self._answer(results[-1 - self._shards if look else -1], token) if taking else None
+        tenants = _tenants(results[-self._shards :]) if look else None
+        return Completed(remaining, answer, tenants)
+
+    def _pop_and_take_call(self, tenant_id: str, token: str) -> tuple[list[str], list[EncodableT]]:
+        now = _now_ms()
+        args: list[EncodableT] = [
+            tenant_id,
+            now,
+            now + self._ttl_ms,
+            token,
+            self._ttl_ms,
+            *self._name_parts,
+            now + int(BUSY_RETRY_SECONDS * 1000),
+        ]
+        return self._index_keys(tenant_id), args
+
+    def _answer(self, answer: list[bytes | int] | None, token: str) -> Taken | Busy | None:
+        """What ``_POP_AND_TAKE`` answered, as :meth:`take` returns it."""
+        if not answer:
+            return None
+        key = parse_activity_member(_text(answer[1]))
+        if answer[0] == 2:
+            uid, held = decode_held(cast("bytes", answer[2]))
+            return Taken(key, uid, held, token, int(answer[3]), int(answer[4]))
+        return Busy() if answer[0] == 1 else None
+
+    def _index_keys(self, tenant_id: str) -> list[str]:
+        shard = self.shard(tenant_id)
+        return [
+            self._keys.fair_ready(self._lane, shard, tenant_id),
+            self._keys.fair_tenants(self._lane, shard),
+            self._keys.fair_taken(self._lane, shard),
+        ]
 
     async def release(self, taken: Taken, *, delay: float = 0.0) -> None:
         """Give the lease back without completing (shutdown, a broker outage): the head is
@@ -295,15 +420,22 @@ class RedisFairQueue:
             counts = await pipe.execute()
         return sum(int(c) for c in counts)
 
-    async def _mark_ready(self, pipe: AnyPipeline, key: ConversationKey, delay: float) -> None:
+    async def _mark_ready(
+        self, pipe: AnyPipeline, key: ConversationKey, delay: float, *, unwatch: bool = False
+    ) -> None:
+        """Queue the conversation's readiness; ``unwatch``: its ``taken`` entry goes in the
+        same script (its holder completed it: the ready index covers it from then on)."""
         shard = self.shard(key.tenant_id)
+        keys = [
+            self._keys.fair_ready(self._lane, shard, key.tenant_id),
+            self._keys.fair_tenants(self._lane, shard),
+        ]
+        if unwatch:
+            keys.append(self._keys.fair_taken(self._lane, shard))
         queue_script(
             pipe,
             self._ready,
-            keys=[
-                self._keys.fair_ready(self._lane, shard, key.tenant_id),
-                self._keys.fair_tenants(self._lane, shard),
-            ],
+            keys=keys,
             args=[key.tenant_id, self._member(key), _now_ms() + int(delay * 1000)],
         )
 
@@ -321,12 +453,34 @@ class RedisFairQueue:
 BUSY_RETRY_SECONDS = 0.1
 
 
+def _tenants(sets: Sequence[object]) -> set[str]:
+    """The tenants in the shards' ``tenants`` sets (SMEMBERS answers)."""
+    return {_text(m) for members in sets for m in cast("set[bytes]", members)}
+
+
 def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _conversation_name_parts(keys: RedisKeys) -> tuple[str, str, str, str, str]:
+    """What ``_POP_AND_TAKE`` puts around ``tenant|user`` and the conversation id to name
+    a conversation's park, lease and claims as ``RedisKeys`` does (checked here, so a
+    change of the layout cannot go unnoticed)."""
+    sample = ConversationKey("t", "u", "c")
+    scope = keys.user_scope("t", "u")
+    head, tail = scope.removesuffix("t|u}"), "}"
+    names = (keys.parked(sample), keys.lease(sample), keys.parked_claims(sample))
+    parts = tuple(name.removeprefix(scope).removesuffix("c") for name in names)
+    if not scope.endswith("{t|u}") or any(
+        f"{head}t|u{tail}{part}c" != name for part, name in zip(parts, names, strict=True)
+    ):
+        raise ValueError("the conversation's fair-queue keys are not named as expected")
+    park, lease, claims = parts
+    return head, tail, park, lease, claims
 
 
 def _admit_results(

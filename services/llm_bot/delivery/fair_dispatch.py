@@ -10,7 +10,8 @@ fair queue in Redis by tenant share and conversation turn (SPEC 4 "Fairness").
 - **Dispatch** (one loop): while a slot is free, the next tenant by
   :class:`~llm_bot.service.fairness.TenantShares` gives its oldest ready conversation,
   whose head delivery is processed under the conversation's lease. On completion the
-  conversation goes to the back of its tenant's turn if more wait.
+  conversation goes to the back of its tenant's turn if more wait, and on one Redis
+  server the next take rides in the completion's round trip (one per event, not three).
 - **Recovery** (one loop): conversations whose taker died are made ready again once its
   lease lapses; the head delivery was never removed, so nothing is lost.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import dataclasses
 import time
 from collections.abc import Awaitable, Callable
@@ -106,8 +108,13 @@ class FairDispatcher:
         self._waiting: set[str] = set()
         self._refreshed = 0.0
         self._held_back: set[str] = set()
+        self._freed: set[str] = set()
+        """Uids of taken deliveries whose slot was given back at their completion."""
         self._loops: list[asyncio.Task[None]] = []
         self._runs: set[asyncio.Task[None]] = set()
+        self._context = contextvars.copy_context()
+        """What every run starts from: the loops' context, not that of a run whose
+        completion spawned the next (its log fields and trace stay its own)."""
         self._stopping = False
 
     @property
@@ -115,6 +122,7 @@ class FairDispatcher:
         return len(self._runs) + self._inbox.qsize()
 
     def start(self) -> None:
+        self._context = contextvars.copy_context()
         self._loops = [
             asyncio.create_task(self._admission_loop(), name="fair-admission"),
             asyncio.create_task(self._dispatch_loop(), name="fair-dispatch"),
@@ -258,7 +266,7 @@ class FairDispatcher:
             self._wake.set()
 
     def _spawn(self, taken: Taken) -> None:
-        task = asyncio.create_task(self._run(taken))
+        task = asyncio.create_task(self._run(taken), context=self._context.copy())
         self._runs.add(task)
         task.add_done_callback(self._runs.discard)
 
@@ -268,17 +276,56 @@ class FairDispatcher:
             self._metrics.fair_dwell.observe(max(0.0, time.time() - taken.message.published_at()))
             message = retaken(taken)
             settlement = ParkedSettlement(
-                queue=self._queue, taken=taken, dead_letter=lambda: self._dead_letter(message)
+                queue=self._queue,
+                taken=taken,
+                dead_letter=lambda: self._dead_letter(message),
+                complete=self._complete,
             )
             async with self._lease.renewed(taken.key, taken.token):
                 await self._process(message, settlement, taken.token, self._verdict(taken))
         except Exception:  # the lease lapses and recovery retakes the head: nothing is lost
             log.exception("fair.run_failed")
         finally:
-            self._shares.finish(taken.key.tenant_id)
+            if taken.uid in self._freed:
+                self._freed.discard(taken.uid)
+            else:
+                self._shares.finish(taken.key.tenant_id)
             if settlement is not None and settlement.remaining:  # ready again
                 self._waiting.add(taken.key.tenant_id)
             self._wake.set()
+
+    async def _complete(self, taken: Taken) -> int:
+        """Complete a taken delivery (its settlement's last step). On one server, with
+        nothing waiting for admission, its slot is given back now and the take
+        :meth:`_fill` would make next rides in the completion's round trip, with the look
+        at the tenants when one is due (it then serves the next choice: a tenant another
+        replica made ready is seen one completion later at most)."""
+        if self._stopping or not self._queue.takes_with_completion or not self._inbox.empty():
+            return await self._queue.complete(taken)
+        finished = taken.key.tenant_id
+        self._shares.finish(finished)
+        self._freed.add(taken.uid)
+        if taken.behind > 0:  # its conversation is ready again with the completion
+            self._waiting.add(finished)
+        now = time.monotonic()
+        look = now - self._refreshed >= POLL_SECONDS
+        tenant = self._shares.next_tenant(self._waiting)
+        if tenant is not None:
+            self._shares.start(tenant)
+        try:
+            done = await self._queue.complete_and_take(taken, tenant, look=look)
+        except BaseException:
+            if tenant is not None:
+                self._shares.finish(tenant)
+            raise
+        if done.tenants is not None:
+            self._waiting, self._refreshed = done.tenants, now
+        if isinstance(done.taken, Taken):
+            self._spawn(done.taken)
+        elif tenant is not None:
+            self._shares.finish(tenant)
+            self._waiting.discard(tenant)  # none due now; the next look brings it back
+        return done.remaining
 
     def _verdict(self, taken: Taken) -> Outcome | None:
         """A dead letter for a delivery taken too often (its takers died): a poison bound."""

@@ -66,10 +66,14 @@ class ParkedSettlement:
         queue: RedisFairQueue,
         taken: Taken,
         dead_letter: Callable[[], Awaitable[None]],
+        complete: Callable[[Taken], Awaitable[int]] | None = None,
     ) -> None:
+        """``complete``: how the taken delivery is completed (the dispatcher's, which may
+        take the next in the same round trip); the queue's own by default."""
         self._queue = queue
         self._taken = taken
         self._dead_letter = dead_letter
+        self._complete_taken = complete or queue.complete
         self.remaining: int | None = None
         """How many deliveries of the conversation wait after this one (once acked)."""
 
@@ -94,6 +98,6 @@ class ParkedSettlement:
 
     async def _complete(self) -> None:
         try:
-            self.remaining = await self._queue.complete(self._taken)
+            self.remaining = await self._complete_taken(self._taken)
         except LlmBotError as exc:
             log.warning("fair.complete_failed", error=str(exc))
