@@ -89,6 +89,34 @@ async def test_admission_with_a_token_takes_a_free_conversation_at_once(
     assert taken.message.body == b"b"
 
 
+async def test_a_completion_takes_the_next_conversation_in_its_round_trip(
+    client: aioredis.Redis,
+) -> None:
+    """On one server the next take and the look at the tenants ride with a completion;
+    the completed conversation, with more behind it, goes to the back of the turn."""
+    queue = _queue(client)
+    assert queue.takes_with_completion
+    busy, other = _conversation(), _conversation()
+    await queue.admit([(busy, _held(f"b{n}"), None) for n in range(2)])
+    await queue.make_ready(busy)
+    await asyncio.sleep(0.002)
+    await queue.admit([(other, _held("o0"), None)])
+    await queue.make_ready(other)
+    first = await _take(queue, "t1")
+    assert (first.message.body, first.behind) == (b"b0", 1)
+    done = await queue.complete_and_take(first, "t1", look=True)
+    assert done.remaining == 1
+    assert isinstance(done.taken, Taken)
+    assert (done.taken.message.body, done.taken.behind) == (b"o0", 0)
+    assert done.tenants == {"t1"}  # "b1" is ready
+    last = await queue.complete_and_take(done.taken, "t1", look=True)
+    assert (last.remaining, last.tenants) == (0, set())
+    assert isinstance(last.taken, Taken)
+    assert last.taken.message.body == b"b1"
+    assert await queue.complete(last.taken) == 0
+    assert await queue.ready_count() == 0
+
+
 async def test_tenants_conversations_take_turns(client: aioredis.Redis) -> None:
     """A conversation that completes goes to the back of its tenant's turn."""
     queue = _queue(client)
