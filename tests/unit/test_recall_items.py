@@ -119,6 +119,21 @@ def test_a_message_of_several_sentences_is_embedded_whole_and_by_sentence() -> N
     )
 
 
+def test_list_numbers_cut_off_as_sentences_get_no_embedding() -> None:
+    """ "2." alone (a list item's number, cut at its full stop) is not a sentence of its own."""
+    (entry,) = message_entries(
+        "c1",
+        message("Try these: 1. Visit the museum. 2. **3. Walk by the river.", role="assistant"),
+        indexed_at=1.0,
+    )
+    assert entry.embedding_texts == (
+        "assistant: Try these: 1. Visit the museum. 2. **3. Walk by the river.",
+        "assistant: Try these: 1.",
+        "assistant: Visit the museum.",
+        "assistant: Walk by the river.",
+    )
+
+
 def test_one_sentence_besides_filler_is_embedded_once() -> None:
     """A single sentence (with or without filler around it) has nothing to add."""
     for text in (

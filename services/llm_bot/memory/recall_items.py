@@ -84,14 +84,21 @@ class IndexEntry:
         then, when the text has two or more sentences that are not filler, each of them
         (speaker leading). The entry's dense score is the best cosine among them
         (``hybrid_search.py``): one sentence of a long message can answer a question
-        that the whole message, about several things, barely resembles."""
-        sentences = [s for s in sentences_of(self.text) if not is_filler(s)]
+        that the whole message, about several things, barely resembles. A "sentence"
+        without a letter is not one: mostly the number of a list item cut off by
+        :func:`sentences_of` ("2.", "**3."), a sixth of the sentences of LongMemEval's
+        assistant answers, whose embeddings would say nothing but who speaks."""
+        sentences = [s for s in sentences_of(self.text) if _has_letters(s) and not is_filler(s)]
         if len(sentences) < 2:
             return (self.embedding_text,)
         return (self.embedding_text, *(self._spoken(s) for s in sentences))
 
     def _spoken(self, text: str) -> str:
         return f"{self.speaker}: {text}" if self.speaker else text
+
+
+def _has_letters(text: str) -> bool:
+    return any(char.isalpha() for char in text)
 
 
 def text_digest(text: str) -> str:
