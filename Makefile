@@ -66,8 +66,8 @@ test: $(STAMP) ## run the whole suite against real RabbitMQ and Redis
 	$(BIN)/pytest
 
 .PHONY: test-unit
-test-unit: $(STAMP) ## unit tests: no RabbitMQ, Redis or promtool needed (the infra-marked ones are left to infra-check)
-	$(BIN)/pytest tests/unit -m "not infra"
+test-unit: $(STAMP) ## unit tests: no RabbitMQ, Redis or promtool needed (the infra-marked ones are left to infra-check); one process per core
+	$(BIN)/pytest tests/unit -m "not infra" -n auto
 
 .PHONY: test-integration
 test-integration: $(STAMP) ## integration tests against real RabbitMQ and Redis (the service in-process)

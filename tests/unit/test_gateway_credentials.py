@@ -78,6 +78,17 @@ def test_a_valid_token_is_its_sub_in_the_tenant_its_kid_names() -> None:
         (jwt.encode(_valid(), key=None, algorithm="none", headers={"kid": "shop_1"}), "valid"),
         ("not.a.jwt", "not a JWT"),
     ],
+    ids=[  # the tokens hold the time: ids of their own, the same in every xdist worker
+        "expired",
+        "other-secret",
+        "unknown-kid",
+        "no-exp",
+        "no-sub",
+        "bad-sub",
+        "lives-too-long",
+        "alg-none",
+        "not-a-jwt",
+    ],
 )
 def test_invalid_tokens_say_why(token: str, reason: str) -> None:
     with pytest.raises(InvalidUserToken, match=reason):
