@@ -278,16 +278,16 @@ class Measured:
 
 
 def locate(marker: re.Pattern[str], messages: Sequence[dict[str, Any]]) -> str | None:
-    """``system prompt``, the memory section or ``window`` holding the marker, else None."""
+    """Every place holding the marker (``system prompt``, a memory section, ``window``),
+    joined by " + " in the prompt's order; None when none does."""
+    places: list[str] = []
     for message in messages:
         if (memory := read_memory(message)) is not None:
             parts = _memory_parts(memory)
-            found = next((name for name, text in parts.items() if marker.search(text)), None)
-            if found is not None:
-                return found
+            places += [name for name, text in parts.items() if marker.search(text)]
         elif marker.search(str(message.get("content") or "")):
-            return "system prompt" if message.get("role") == "system" else "window"
-    return None
+            places.append("system prompt" if message.get("role") == "system" else "window")
+    return " + ".join(dict.fromkeys(places)) or None
 
 
 def window_of(history: list[ChatCompletionMessageParam]) -> list[ChatCompletionMessageParam]:
