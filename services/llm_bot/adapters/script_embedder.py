@@ -56,12 +56,13 @@ def local_embedder(model: str | None) -> LocalEmbedder:
     this module; ``all-MiniLM-L6-v2`` for the English model alone (a smaller index and no
     dense recall of other scripts)."""
     if model in (None, "", MODEL_NAME):
-        return LocalEmbedder(
-            encoder=encode,
-            name=MODEL_NAME,
-            dimension=DIMENSION,
-            warm_up=("warm-up", "อุ่นเครื่อง"),  # one text for each model
-        )
+        multilingual_model.check_files()  # a corrupt install fails at start
+        embedder = LocalEmbedder(encoder=encode, name=MODEL_NAME, dimension=DIMENSION)
+        # The multilingual model loads on an embedder thread (~3 s) while the process
+        # starts: start-up does not wait for it, and a Thai text asked for before it is
+        # ready waits for that one load.
+        embedder.preload(multilingual_model.load_model)
+        return embedder
     if model in (english_model.MODEL_NAME, english_model.INDEX_MODEL_ID):
         return LocalEmbedder()
     raise ConfigurationError(
