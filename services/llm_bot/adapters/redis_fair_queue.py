@@ -52,14 +52,7 @@ if ARGV[2] == '1' and redis.call('SET', KEYS[2], ARGV[3], 'NX', 'PX', ARGV[4]) t
 end
 return 1
 """
-_TAKE = """
-local head = redis.call('LINDEX', KEYS[1], 0)
-if not head then return {0} end
-if not redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1} end
-local taken = redis.call('HINCRBY', KEYS[3], string.sub(head, 1, UID_LENGTH), 1)
-return {2, head, taken, redis.call('LLEN', KEYS[1]) - 1}
-""".replace("UID_LENGTH", str(UID_LENGTH))
-_POP_AND_TAKE = """
+_POP_HEAD = """
 local m = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0, 1)
 local left = redis.call('ZCARD', KEYS[1])
 if #m == 0 then
@@ -67,7 +60,20 @@ if #m == 0 then
   return false
 end
 redis.call('ZREM', KEYS[1], m[1])
-if left == 1 then redis.call('SREM', KEYS[2], ARGV[1]) end
+"""
+"""The ready set's oldest conversation due by ARGV[2], removed (false when none is; the
+tenant leaves the set of tenants with work once its ready set is empty): the start of
+``_POP`` and ``_POP_AND_TAKE``."""
+_TAKE = """
+local head = redis.call('LINDEX', KEYS[1], 0)
+if not head then return {0} end
+if not redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1} end
+local taken = redis.call('HINCRBY', KEYS[3], string.sub(head, 1, UID_LENGTH), 1)
+return {2, head, taken, redis.call('LLEN', KEYS[1]) - 1}
+""".replace("UID_LENGTH", str(UID_LENGTH))
+_POP_AND_TAKE = (
+    _POP_HEAD
+    + """if left == 1 then redis.call('SREM', KEYS[2], ARGV[1]) end
 local bar = string.find(m[1], '|', 1, true)
 local bar2 = string.find(m[1], '|', bar + 1, true)
 local scope = ARGV[6] .. string.sub(m[1], 1, bar2 - 1) .. ARGV[7]
@@ -89,6 +95,7 @@ local taken = redis.call('HINCRBY', scope .. ARGV[10] .. conversation,
   string.sub(head, 1, UID_LENGTH), 1)
 return {2, m[1], head, taken, redis.call('LLEN', park) - 1}
 """.replace("UID_LENGTH", str(UID_LENGTH))
+)
 """``_POP`` and ``_TAKE`` in one script, on one Redis server only: the popped
 conversation's keys are named inside the script (ARGV 6-10: the parts of their names
 around ``tenant|user`` and the conversation id), which a Redis Cluster refuses (they live
@@ -118,18 +125,13 @@ redis.call('ZADD', KEYS[1], 'NX', ARGV[3], ARGV[2])
 redis.call('SADD', KEYS[2], ARGV[1])
 if KEYS[3] then redis.call('ZREM', KEYS[3], ARGV[2]) end
 """
-_POP = """
-local m = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0, 1)
-local left = redis.call('ZCARD', KEYS[1])
-if #m == 0 then
-  if left == 0 then redis.call('SREM', KEYS[2], ARGV[1]) end
-  return false
-end
-redis.call('ZREM', KEYS[1], m[1])
-redis.call('ZADD', KEYS[3], ARGV[3], m[1])
+_POP = (
+    _POP_HEAD
+    + """redis.call('ZADD', KEYS[3], ARGV[3], m[1])
 if left == 1 then redis.call('SREM', KEYS[2], ARGV[1]) end
 return m[1]
 """
+)
 
 
 class Admitted(IntEnum):
