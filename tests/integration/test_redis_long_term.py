@@ -8,13 +8,13 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio as aioredis
 
-from llm_bot.adapters.redis_erasure import ErasureMarks, current_generation
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.adapters.redis_ltm import RedisLongTermStore
 from llm_bot.memory.retention import RetentionPolicy
 from tests.support.events import new_id
 from tests.support.harness import TEST_KEY_PREFIX
 from tests.support.long_term_contract import LongTermContract, LongTermUnderTest
+from tests.support.redis_erasure_probes import erasure_probes
 from tests.support.services import ServiceUrls
 
 pytestmark = pytest.mark.integration
@@ -25,13 +25,7 @@ class TestRedisLongTermStore(LongTermContract):
     async def under_test(self, service_urls: ServiceUrls) -> AsyncIterator[LongTermUnderTest]:
         client = aioredis.from_url(service_urls.redis_url)
         keys = RedisKeys(prefix=TEST_KEY_PREFIX)
-        marks = ErasureMarks(client=client, keys=keys)
-
-        async def generation(tenant_id: str, user_id: str) -> str:
-            return await current_generation(client, keys, tenant_id, user_id)
-
-        async def erase(tenant_id: str, user_id: str) -> None:
-            await marks.end(tenant_id, user_id, await marks.begin(tenant_id, user_id))
+        generation, erase = erasure_probes(client, keys)
 
         yield LongTermUnderTest(
             store=RedisLongTermStore(client=client, keys=keys, retention=RetentionPolicy()),
