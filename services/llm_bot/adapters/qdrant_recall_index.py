@@ -60,6 +60,7 @@ from llm_bot.memory.hybrid_search import (
     Vector,
     bm25_scores,
     collapse,
+    days_within,
     fuse,
     named_speakers,
     rank,
@@ -287,10 +288,10 @@ class QdrantRecallIndex:
                     row_of = {point: row for row, point in enumerate(ids)}
                     rankings.append([row_of[p] for p in within_ids])
             else:
-                days = _Days(query)
-                inside = np.fromiter(
-                    (fields.get(p, {}).get("day", 0) in days for p in ids), np.bool_, len(ids)
+                days = np.fromiter(
+                    (int(fields.get(p, {}).get("day", 0)) for p in ids), np.int32, len(ids)
                 )
+                inside = days_within(days, query.periods)
                 if (by_period := restricted_ranking(keyword, matched, inside)) is not None:
                     rankings.append(by_period)
         if query.asks_when:
@@ -406,17 +407,6 @@ class QdrantRecallIndex:
     async def _check_mark(self, tenant_id: str, user_id: str, erasure: str) -> None:
         if await current_generation(self._redis, self._keys, tenant_id, user_id) != erasure:
             raise ErasedMeanwhile("index write refused: the user was erased meanwhile")
-
-
-class _Days:
-    """The day numbers within a query's periods (``in``), as the snapshot's
-    ``dated_within`` reads them; 0 (no date) is in none."""
-
-    def __init__(self, query: SearchQuery) -> None:
-        self._spans = [(p.first.toordinal(), p.last.toordinal()) for p in query.periods]
-
-    def __contains__(self, day: object) -> bool:
-        return isinstance(day, int) and any(first <= day <= last for first, last in self._spans)
 
 
 def _own_vector(stored: object) -> Vector | None:

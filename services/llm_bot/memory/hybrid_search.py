@@ -264,11 +264,7 @@ class IndexSnapshot:
 
     def dated_within(self, periods: Sequence[Period]) -> npt.NDArray[np.bool_]:
         """By row: whether the entry's date falls in one of ``periods``."""
-        days = self._days[: len(self._entries)]
-        inside = np.zeros(days.size, dtype=np.bool_)
-        for period in periods:
-            inside |= (days >= period.first.toordinal()) & (days <= period.last.toordinal())
-        return inside
+        return days_within(self._days[: len(self._entries)], periods)
 
     @property
     def dating(self) -> npt.NDArray[np.bool_]:
@@ -420,6 +416,15 @@ def speaker_ranking(
     if found == 0 or found == int(np.count_nonzero(matched)):
         return None
     return rank(keyword, restricted, CANDIDATES_PER_RANKING)
+
+
+def days_within(days: npt.NDArray[np.int32], periods: Sequence[Period]) -> npt.NDArray[np.bool_]:
+    """By day number (``day_number``; 0: no date, in no period): whether it falls in one of
+    ``periods``."""
+    inside = np.zeros(days.size, dtype=np.bool_)
+    for period in periods:
+        inside |= (days >= period.first.toordinal()) & (days <= period.last.toordinal())
+    return inside
 
 
 def day_number(created_at: str) -> int:
