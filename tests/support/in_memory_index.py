@@ -9,7 +9,7 @@ Redis as they do); unit tests give it an ``InMemoryErasures`` instead.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -108,13 +108,7 @@ class InMemoryRecallIndex:
         if user is None:
             return []
         if user.model != model and query.vector is not None:
-            query = SearchQuery(
-                vector=None,
-                terms=query.terms,
-                exclude=query.exclude,
-                limit=query.limit,
-                min_score=query.min_score,
-            )
+            query = replace(query, vector=None)  # every other bound and filter kept
         return search(user.snapshot, query)
 
     async def count(self, tenant_id: str, user_id: str) -> int:

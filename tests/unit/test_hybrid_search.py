@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -17,8 +19,12 @@ from llm_bot.memory.hybrid_search import (
     speaker_ranking,
 )
 from llm_bot.memory.keyword_terms import keyword_terms
+from llm_bot.memory.recall_budget import within_tokens
 from llm_bot.memory.recall_items import IndexEntry
+from llm_bot.memory.tokens import TiktokenCounter
 from tests.support.embeddings import hashed_vector
+
+COUNTER = TiktokenCounter()
 
 
 def entry(
@@ -330,3 +336,132 @@ def test_removals_leave_what_a_fresh_build_of_the_rest_holds(
         assert dense[item.id] == pytest.approx(float(fresh.dense_scores(probe)[row]), abs=1e-5)
         assert keyword[item.id] == pytest.approx(float(fresh.keyword_scores(terms)[row]), abs=1e-5)
         assert index.get(item.id) == item
+
+
+BLOCKS = ((0, 3), (3, 8), (0, 8), None)
+"""What a row of a joint space may hold: the first model's columns, the second's, both
+(an entry's own embedding as the mean of sentences in two scripts), or nothing."""
+
+
+def block_rows(seed: int, kinds: list[int]) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    rows = np.zeros((len(kinds), 8), dtype=np.float32)
+    for row, kind in enumerate(kinds):
+        columns = BLOCKS[kind]
+        if columns is not None:
+            rows[row, columns[0] : columns[1]] = rng.normal(size=columns[1] - columns[0])
+    return rows
+
+
+def brute_force_best(vectors: np.ndarray, probe: np.ndarray) -> float:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    unit = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+    return float((unit @ (probe / np.linalg.norm(probe))).max())
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.booleans(),
+            st.integers(0, 9),
+            st.lists(st.integers(0, 3), min_size=1, max_size=5),
+            st.integers(0, 10_000),
+        ),
+        min_size=1,
+        max_size=100,
+    ),
+    st.sampled_from(((0, 3), (3, 8), (0, 8), (1, 3))),
+)
+def test_embeddings_kept_by_block_score_as_the_whole_rows_would(
+    steps: list[tuple[bool, int, list[int], int]], probe_columns: tuple[int, int]
+) -> None:
+    """Rows of a joint space (zero outside one model's columns, or not, or all zero) are
+    kept by block; after any writes, replacements and removals, every entry scores the
+    brute-force best cosine of its latest rows (0 for a zero row), whatever columns the
+    query reaches, its own embedding reads back whole, and the weight counts every row."""
+    index = IndexSnapshot(dimension=8)
+    latest: dict[str, np.ndarray] = {}
+    for remove, key, kinds, seed in steps:
+        entry_id = f"e{key}"
+        if remove:
+            assert index.remove([entry_id]) == (1 if entry_id in latest else 0)
+            latest.pop(entry_id, None)
+            continue
+        rows = block_rows(seed, kinds)
+        index.upsert([(entry(entry_id, f"text {key}"), rows)])
+        latest[entry_id] = rows
+    probe = np.zeros(8, dtype=np.float32)
+    low, high = probe_columns
+    probe[low:high] = np.random.default_rng(11).normal(size=high - low)
+    scores = index.dense_scores(probe)
+    assert {e.id for e in index.entries} == set(latest)
+    for row, item in enumerate(index.entries):
+        rows = latest[item.id]
+        assert scores[row] == pytest.approx(brute_force_best(rows, probe), abs=1e-5)
+        own = index.vector(item.id)
+        assert own is not None
+        norm = np.linalg.norm(rows[0])
+        assert own == pytest.approx(rows[0] / norm if norm else rows[0], abs=1e-6)
+    assert index.weight == sum(len(v) for v in latest.values())
+
+
+def test_an_english_query_reads_the_english_block_only() -> None:
+    """Two models' rows in one joint space are two matrices, each at its model's width:
+    a query of one model multiplies that model's rows alone."""
+    index = IndexSnapshot(dimension=8)
+    index.upsert(
+        [
+            (entry("en", "cats"), block_rows(1, [0, 0])),
+            (entry("th", "แมว"), block_rows(2, [1, 1, 1])),
+        ]
+    )
+    blocks = index._embeddings._blocks
+    assert {k: (b.matrix.shape[1], b.live) for k, b in blocks.items()} == {
+        (0, 3): (3, 2),
+        (3, 8): (5, 3),
+    }
+    scores = index.dense_scores(block_rows(3, [0])[0])
+    assert scores[0] != 0
+    assert scores[1] == 0  # no row of the query's model: no product, cosine 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 30), st.lists(st.sampled_from(WORDS), min_size=1, max_size=12)),
+        min_size=1,
+        max_size=60,
+    ),
+    st.integers(0, 400),
+    st.integers(1, 40),
+)
+def test_a_search_within_tokens_keeps_what_the_budget_keeps_of_the_whole(
+    writes: list[tuple[int, list[str]]], budget: int, limit: int
+) -> None:
+    """A search bounded by tokens stops where the budget stops the unbounded search's hits
+    (``within_tokens``): the same hits, in the same order, without reading further."""
+    index = IndexSnapshot(dimension=8)
+    for key, words in writes:
+        seed = sum(map(ord, " ".join(words)))
+        vector = np.random.default_rng(seed).normal(size=8).astype(np.float32)
+        index.upsert([(entry(f"e{key}", " ".join(words)), vector)])
+    probe = np.random.default_rng(5).normal(size=8).astype(np.float32)
+    terms = keyword_terms("cat garden piano moon")
+    whole = SearchQuery(vector=probe, terms=terms, limit=limit, min_score=-1.0)
+    bounded = replace(whole, max_tokens=budget, token_count=COUNTER.count)
+    expected = within_tokens(search(index, whole), budget, COUNTER.count)
+    assert search(index, bounded) == expected
+
+
+def test_rows_of_one_model_keep_their_block_beside_rows_that_span_both() -> None:
+    """An entry whose own embedding spans both models (the mean of sentences in two
+    scripts) starts a block of its own; the first model's rows stay at their width, and
+    one of them whose first value is 0 joins them rather than starting another."""
+    index = IndexSnapshot(dimension=8)
+    index.upsert([(entry("mixed", "cats แมว"), block_rows(1, [2, 0, 1]))])
+    edge = block_rows(2, [0])
+    edge[0, 0] = 0.0
+    index.upsert([(entry("en", "cats"), block_rows(3, [0])), (entry("edge", "dogs"), edge)])
+    blocks = index._embeddings._blocks  # noqa: SLF001 - the layout is what is tested
+    assert {k: b.live for k, b in blocks.items()} == {(0, 8): 1, (0, 3): 3, (3, 8): 1}

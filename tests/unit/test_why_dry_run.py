@@ -16,6 +16,7 @@ from llm_bot.inspector.why import dry_run, render_why
 from llm_bot.memory.hybrid_search import SearchQuery
 from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.messages import ChatMessage
+from llm_bot.memory.recall_budget import within_tokens
 from llm_bot.memory.recall_items import IndexEntry, SearchHit
 from llm_bot.memory.tokens import default_token_counter
 from llm_bot.memory.window import WindowBounds
@@ -61,7 +62,8 @@ class FakeMemory:
 
 
 class FakeIndex:
-    """Answers every search with the same hits, best first."""
+    """Answers every search with the same hits, best first, as many as the query's token
+    bound holds (as every index does)."""
 
     def __init__(self, hits: list[SearchHit]) -> None:
         self.hits = hits
@@ -71,7 +73,9 @@ class FakeIndex:
         self, tenant_id: str, user_id: str, query: SearchQuery, *, model: str
     ) -> list[SearchHit]:
         self.queries.append(query)
-        return list(self.hits)
+        if query.max_tokens is None or query.token_count is None:
+            return list(self.hits)
+        return within_tokens(self.hits, query.max_tokens, query.token_count)
 
 
 def context(memory: FakeMemory, index: FakeIndex, *, input_budget: int) -> GraphContext:

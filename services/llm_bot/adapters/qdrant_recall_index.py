@@ -59,7 +59,7 @@ from llm_bot.memory.hybrid_search import (
     SearchQuery,
     Vector,
     bm25_scores,
-    collapse,
+    collapse_within,
     days_within,
     fuse,
     named_speakers,
@@ -259,8 +259,8 @@ class QdrantRecallIndex:
                 await self._details(tenant_id, user_id, wanted, query.vector is not None)
             )
             heading = (candidate(row, s) for row, s in fused[:head] if ids[row] in details)
-            hits = collapse(heading, query)
-            if len(hits) >= query.limit or head == len(fused):
+            hits, complete = collapse_within(heading, query)
+            if complete or head == len(fused):
                 return hits
 
     async def _time_rankings(  # the pieces of one search

@@ -27,7 +27,7 @@ import json
 import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 import numpy as np
@@ -323,13 +323,7 @@ class RedisRecallIndex:
         if snapshot is None:
             return []
         if cached.model != model and query.vector is not None:
-            query = SearchQuery(
-                vector=None,
-                terms=query.terms,
-                exclude=query.exclude,
-                limit=query.limit,
-                min_score=query.min_score,
-            )
+            query = replace(query, vector=None)  # every other bound and filter kept
         return search(snapshot, query)
 
     async def _refresh(self, tenant_id: str, user_id: str, cached: _Cached) -> None:

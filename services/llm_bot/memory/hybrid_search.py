@@ -1,7 +1,7 @@
 """Hybrid search over one user's index, in memory (SPEC 5.7). Pure: no I/O.
 
-:class:`IndexSnapshot` holds a user's entries, their unit-length embeddings (rows of one
-matrix) and a keyword inverted index. :func:`search` ranks the entries for a query twice:
+:class:`IndexSnapshot` holds a user's entries, their unit-length embeddings (rows of a
+matrix per model's block of columns, ``_Embeddings``) and a keyword inverted index. :func:`search` ranks the entries for a query twice:
 
 - **dense**: cosine similarity of the query's embedding with each entry's, kept when at
   or above ``min_score`` (``LLM_BOT_RETRIEVAL_MIN_SCORE``). An entry of several sentences
@@ -39,9 +39,10 @@ from __future__ import annotations
 import bisect
 import functools
 import math
+import typing
 from collections import Counter
-from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import date
 
 import numpy as np
@@ -49,6 +50,7 @@ import numpy.typing as npt
 
 from llm_bot.memory.keyword_matching import normalise
 from llm_bot.memory.keyword_terms import keyword_terms
+from llm_bot.memory.recall_budget import line_tokens
 from llm_bot.memory.recall_items import IndexEntry, SearchHit
 from llm_bot.memory.time_expressions import Period, mentions_time
 
@@ -98,6 +100,10 @@ class SearchQuery:
     """The periods the message names (``time_expressions.periods``)."""
     asks_when: bool = False
     """Whether the message asks when something happened."""
+    max_tokens: int | None = None
+    """Hits are kept while their lines cost at most this many tokens together
+    (``recall_budget.within_tokens``), counted with ``token_count``; None: no bound."""
+    token_count: Callable[[str], int] | None = field(default=None, compare=False)
 
 
 class IndexSnapshot:
@@ -109,9 +115,11 @@ class IndexSnapshot:
         size is stored as zeros (it matches nothing)."""
         self._entries: list[IndexEntry] = []
         self._rows: dict[str, int] = {}
-        self._matrix: Vector = np.zeros((0, dimension or 0), dtype=np.float32)
-        self._filled = 0
-        self._sentences = _SentenceVectors(dimension or 0)
+        self._capacity = 0
+        self._embeddings = _Embeddings(dimension or 0)
+        self._floor: Vector = np.zeros(0, dtype=np.float32)
+        """Each row's least dense score: 0 when one of its embeddings is zero (its cosine
+        with anything), else -inf (its best cosine may be negative)."""
         self._postings: dict[str, dict[int, int]] = {}
         self._lengths: list[int] = []
         self._speaker_codes: dict[str, int] = {}
@@ -128,7 +136,7 @@ class IndexSnapshot:
     @property
     def weight(self) -> int:
         """Embeddings held: one per entry plus its sentences' (what a copy costs)."""
-        return len(self._entries) + self._sentences.live
+        return self._embeddings.weight
 
     @property
     def entries(self) -> Sequence[IndexEntry]:
@@ -145,8 +153,7 @@ class IndexSnapshot:
             vectors = unit_rows(raw)
             if self.dimension is None:
                 self.dimension = vectors.shape[1]
-                self._matrix = np.zeros((0, self.dimension), dtype=np.float32)
-                self._sentences = _SentenceVectors(self.dimension)
+                self._embeddings = _Embeddings(self.dimension)
             if vectors.shape[1] != self.dimension:
                 vectors = np.zeros((1, self.dimension), dtype=np.float32)
             row = self._rows.get(entry.id)
@@ -159,8 +166,8 @@ class IndexSnapshot:
             else:
                 self._unpost(row)
                 self._entries[row] = entry
-            self._matrix[row] = vectors[0]
-            self._sentences.put(row, vectors[1:])
+            zero = self._embeddings.put(row, vectors)
+            self._floor[row] = 0.0 if zero else -np.inf
             self._speakers[row] = self._speaker_codes.setdefault(
                 entry.speaker, len(self._speaker_codes)
             )
@@ -178,41 +185,31 @@ class IndexSnapshot:
                 continue
             removed += 1
             self._unpost(row)
-            self._sentences.put(row, self._matrix[:0])
+            self._embeddings.drop(row)
             last = len(self._entries) - 1
             if row != last:
                 moved = self._entries[last]
                 self._unpost(last)
                 self._entries[row] = moved
                 self._rows[moved.id] = row
-                self._matrix[row] = self._matrix[last]
+                self._floor[row] = self._floor[last]
                 self._speakers[row] = self._speakers[last]
                 self._days[row] = self._days[last]
                 self._dating[row] = self._dating[last]
-                self._sentences.move(last, row)
+                self._embeddings.move(last, row)
                 self._post(row, moved.terms)
             self._entries.pop()
             self._lengths.pop()
-            self._matrix[last] = 0
-            self._filled = len(self._entries)
         return removed
 
     def _grow(self, rows: int) -> None:
-        if rows > self._matrix.shape[0]:
-            size = max(rows, 2 * self._matrix.shape[0], 64)
-            bigger = np.zeros((size, self.dimension or 0), dtype=np.float32)
-            bigger[: self._filled] = self._matrix[: self._filled]
-            self._matrix = bigger
-            speakers = np.zeros(size, dtype=np.int32)
-            speakers[: self._filled] = self._speakers[: self._filled]
-            self._speakers = speakers
-            days = np.zeros(size, dtype=np.int32)
-            days[: self._filled] = self._days[: self._filled]
-            self._days = days
-            dating = np.zeros(size, dtype=np.bool_)
-            dating[: self._filled] = self._dating[: self._filled]
-            self._dating = dating
-        self._filled = max(self._filled, rows)
+        if rows > self._capacity:
+            size = max(rows, 2 * self._capacity, 64)
+            self._floor = _resized(self._floor, size)
+            self._speakers = _resized(self._speakers, size)
+            self._days = _resized(self._days, size)
+            self._dating = _resized(self._dating, size)
+            self._capacity = size
 
     def _post(self, row: int, terms: Sequence[str]) -> None:
         for term in terms:
@@ -233,12 +230,11 @@ class IndexSnapshot:
     def dense_scores(self, vector: Vector) -> Vector:
         """By row, the best cosine of ``vector`` with the entry's embeddings (its own and
         its sentences'); 0 for a vector of another size."""
+        count = len(self._entries)
         query = unit(vector)
-        if query.size != self.dimension:
-            return np.zeros(len(self._entries), dtype=np.float32)
-        columns = support(query)
-        scores = self._matrix[: self._filled, columns] @ query[columns]
-        return self._sentences.pool(scores, query, columns)
+        if query.size != self.dimension or not query.any():
+            return np.zeros(count, dtype=np.float32)
+        return np.maximum(self._embeddings.best(query, count), self._floor[:count])
 
     def keyword_scores(self, terms: Sequence[str]) -> Vector:
         """BM25 of every entry for ``terms`` (a repeated query term counts once)."""
@@ -277,80 +273,202 @@ class IndexSnapshot:
         return self._speaker_codes.keys()
 
     def vector(self, entry_id: str) -> Vector | None:
-        """The entry's own embedding (not its sentences')."""
+        """The entry's own embedding (not its sentences'): zeros when it has none."""
         row = self._rows.get(entry_id)
-        return None if row is None else self._matrix[row]
+        if row is None:
+            return None
+        part, start = self._embeddings.own(row)
+        whole = np.zeros(self.dimension or 0, dtype=np.float32)
+        whole[start : start + part.size] = part
+        return whole
+
+    def own_vector(self, row: int) -> tuple[Vector, int]:
+        """The own embedding of the entry at ``row`` as its block holds it (a view, no
+        copy), and the column it starts at; empty when it is zero."""
+        return self._embeddings.own(row)
 
 
-class _SentenceVectors:
-    """The sentence embeddings of a snapshot's entries: rows of one matrix, each with the
-    entry row it belongs to. Replaced rows are orphaned (owner -1) and compacted away once
-    they are the majority, so an upsert never copies the whole matrix."""
+_Array = typing.TypeVar("_Array", bound=np.ndarray)
+
+
+def _resized(array: _Array, size: int) -> _Array:
+    bigger = np.zeros(size, dtype=array.dtype)
+    bigger[: len(array)] = array
+    return typing.cast(_Array, bigger)
+
+
+Columns = tuple[int, int]
+"""A block of columns, ``(start, stop)``."""
+
+
+class _Embeddings:
+    """The embeddings of a snapshot's entries, each entry's own first, then its
+    sentences', kept by block: a row that is zero outside a block of columns (one model's
+    part of a joint space, ``adapters/script_embedder.py``: 384 columns for English, 512
+    for other scripts) is stored at that width in the block's own matrix. A query reads only
+    the blocks its own non-zero columns reach, each as one contiguous matrix (an English
+    query: the English rows, 384 columns wide), and the copy holds no zeros. Zero rows are
+    counted, not stored (their cosine is 0: ``IndexSnapshot._floor``)."""
 
     def __init__(self, dimension: int) -> None:
-        self._matrix: Vector = np.zeros((0, dimension), dtype=np.float32)
-        self._owner: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
-        self._filled = 0
-        self._of: dict[int, range] = {}
-        """Entry row -> its rows here."""
-        self.live = 0
+        self.dimension = dimension
+        self.weight = 0
+        """Embeddings held, zero ones included."""
+        self._blocks: dict[Columns, _Block] = {}
+        self._of: dict[int, dict[Columns, range]] = {}
+        """Entry row -> its rows in each block it has rows in."""
+        self._own: dict[int, Columns] = {}
+        """Entry row -> the block of its own embedding (the first of its rows there);
+        absent when that embedding is zero."""
+        self._count: dict[int, int] = {}
 
-    def put(self, entry_row: int, vectors: Vector) -> None:
-        """``vectors`` become the sentence embeddings of ``entry_row`` (none: it has none)."""
-        old = self._of.pop(entry_row, None)
-        if old is not None:
-            self._owner[old.start : old.stop] = -1
-            self.live -= len(old)
-        if len(vectors) == 0:
-            return
-        if self._filled - self.live > max(64, self._filled // 2):
-            self._compact()
-        start = self._filled
-        self._reserve(start + len(vectors))
-        self._matrix[start : start + len(vectors)] = vectors
-        self._owner[start : start + len(vectors)] = entry_row
-        self._of[entry_row] = range(start, start + len(vectors))
-        self._filled += len(vectors)
-        self.live += len(vectors)
+    def put(self, entry_row: int, vectors: Vector) -> bool:
+        """``vectors`` (unit rows, the entry's own first) become ``entry_row``'s embeddings;
+        returns whether one of them is zero."""
+        self.drop(entry_row)
+        keys = [self._block_of(columns) for columns in _nonzero_columns(vectors)]
+        spans: dict[Columns, range] = {}
+        for key in dict.fromkeys(k for k in keys if k is not None):
+            block = self._blocks.get(key)
+            if block is None:
+                block = self._blocks[key] = _Block(key)
+            elif block.wasteful():
+                self._compact(block)
+            rows = vectors[[i for i, k in enumerate(keys) if k == key]]
+            spans[key] = block.append(entry_row, rows)
+        if spans:
+            self._of[entry_row] = spans
+        if keys[0] is not None:
+            self._own[entry_row] = keys[0]
+        self._count[entry_row] = len(vectors)
+        self.weight += len(vectors)
+        return None in keys
+
+    def drop(self, entry_row: int) -> None:
+        for key, span in self._of.pop(entry_row, {}).items():
+            self._blocks[key].orphan(span)
+        self._own.pop(entry_row, None)
+        self.weight -= self._count.pop(entry_row, 0)
 
     def move(self, from_row: int, to_row: int) -> None:
-        """The sentence embeddings of entry row ``from_row`` now belong to ``to_row`` (which
-        has none)."""
-        span = self._of.pop(from_row, None)
-        if span is not None:
-            self._owner[span.start : span.stop] = to_row
-            self._of[to_row] = span
+        """The embeddings of entry row ``from_row`` now belong to ``to_row`` (which has
+        none)."""
+        spans = self._of.pop(from_row, None)
+        if spans is not None:
+            for key, span in spans.items():
+                self._blocks[key].owner[span.start : span.stop] = to_row
+            self._of[to_row] = spans
+        if (own := self._own.pop(from_row, None)) is not None:
+            self._own[to_row] = own
+        if (count := self._count.pop(from_row, None)) is not None:
+            self._count[to_row] = count
 
-    def pool(self, scores: Vector, query: Vector, columns: slice) -> Vector:
-        """``scores`` (the entries' own cosines) raised to their sentences' best cosine;
-        ``columns``: where ``query`` is not zero (``support``)."""
-        if self.live == 0:
-            return scores
-        pooled = np.append(scores, np.float32(-np.inf))  # orphans (owner -1) land last
-        cosines = self._matrix[: self._filled, columns] @ query[columns]
-        np.maximum.at(pooled, self._owner[: self._filled], cosines)
+    def best(self, query: Vector, count: int) -> Vector:
+        """By entry row (``count`` of them), its best cosine with ``query`` (a unit vector,
+        not all zeros); -inf where it has no non-zero embedding. The rows of a block the
+        query does not reach score 0 without a product."""
+        reach = support(query)
+        pooled = np.full(count + 1, -np.inf, dtype=np.float32)  # orphans (owner -1) land last
+        for block in self._blocks.values():
+            if block.live == 0:
+                continue
+            owners = block.owner[: block.filled]
+            low, high = max(reach.start, block.start), min(reach.stop, block.stop)
+            if low >= high:
+                np.maximum.at(pooled, owners, np.float32(0))
+                continue
+            columns = slice(low - block.start, high - block.start)
+            np.maximum.at(pooled, owners, block.matrix[: block.filled, columns] @ query[low:high])
         return pooled[:-1]
 
-    def _reserve(self, rows: int) -> None:
-        if rows > self._matrix.shape[0]:
-            size = max(rows, 2 * self._matrix.shape[0], 64)
-            bigger = np.zeros((size, self._matrix.shape[1]), dtype=np.float32)
-            bigger[: self._filled] = self._matrix[: self._filled]
-            self._matrix = bigger
-            owner = np.full(size, -1, dtype=np.int64)
-            owner[: self._filled] = self._owner[: self._filled]
-            self._owner = owner
+    def own(self, entry_row: int) -> tuple[Vector, int]:
+        """The entry's own embedding within its block, and the block's first column (an
+        empty vector when it is zero)."""
+        key = self._own.get(entry_row)
+        if key is None:
+            return np.zeros(0, dtype=np.float32), 0
+        block = self._blocks[key]
+        return block.matrix[self._of[entry_row][key].start], block.start
 
-    def _compact(self) -> None:
-        keep = np.flatnonzero(self._owner[: self._filled] >= 0)
-        self._matrix[: keep.size] = self._matrix[keep]
-        self._owner[: keep.size] = self._owner[keep]
-        self._owner[keep.size : self._filled] = -1
-        self._filled = int(keep.size)
-        self._of = {}
-        for position, owner in enumerate(self._owner[: self._filled].tolist()):
-            span = self._of.get(owner)
-            self._of[owner] = range(span.start if span else position, position + 1)
+    def _block_of(self, columns: Columns | None) -> Columns | None:
+        """The block for a row with values in ``columns``: its own, or one that holds them
+        and is at most a tenth (or two columns) wider (a row of one model whose first or last value happens
+        to be 0 joins its model's block rather than starting one; an English row does not
+        join a block of rows that span both models)."""
+        if columns is None or columns in self._blocks:
+            return columns
+        width = columns[1] - columns[0]
+        holding = [
+            k
+            for k in self._blocks
+            if k[0] <= columns[0]
+            and columns[1] <= k[1]
+            and k[1] - k[0] - width <= max(2, width // 10)
+        ]
+        return min(holding, key=lambda k: k[1] - k[0], default=columns)
+
+    def _compact(self, block: _Block) -> None:
+        for owner, span in block.compact().items():
+            self._of[owner][(block.start, block.stop)] = span
+
+
+def _nonzero_columns(vectors: Vector) -> list[Columns | None]:
+    """Each row's columns from its first to its last non-zero value (None: all zero)."""
+    nonzero = vectors != 0
+    first = nonzero.argmax(axis=1).tolist()
+    stop = (vectors.shape[1] - nonzero[:, ::-1].argmax(axis=1)).tolist()
+    return [
+        (start, end) if any_ else None
+        for start, end, any_ in zip(first, stop, nonzero.any(axis=1).tolist(), strict=True)
+    ]
+
+
+class _Block:
+    """The rows of one block of columns, at that width, each with the entry row it belongs
+    to. Replaced rows are orphaned (owner -1) and compacted away once they are the majority,
+    so an append never copies the whole matrix."""
+
+    def __init__(self, columns: Columns) -> None:
+        self.start, self.stop = columns
+        self.matrix: Vector = np.zeros((0, self.stop - self.start), dtype=np.float32)
+        self.owner: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self.filled = 0
+        self.live = 0
+
+    def wasteful(self) -> bool:
+        return self.filled - self.live > max(64, self.filled // 2)
+
+    def append(self, entry_row: int, vectors: Vector) -> range:
+        start, end = self.filled, self.filled + len(vectors)
+        if end > self.matrix.shape[0]:
+            size = max(end, 2 * self.matrix.shape[0], 64)
+            matrix = np.zeros((size, self.matrix.shape[1]), dtype=np.float32)
+            matrix[:start] = self.matrix[:start]
+            self.matrix = matrix
+            owner = np.full(size, -1, dtype=np.int64)
+            owner[:start] = self.owner[:start]
+            self.owner = owner
+        self.matrix[start:end] = vectors[:, self.start : self.stop]
+        self.owner[start:end] = entry_row
+        self.filled, self.live = end, self.live + len(vectors)
+        return range(start, end)
+
+    def orphan(self, span: range) -> None:
+        self.owner[span.start : span.stop] = -1
+        self.live -= len(span)
+
+    def compact(self) -> dict[int, range]:
+        """Drops the orphaned rows; returns where each owner's rows are now."""
+        keep = np.flatnonzero(self.owner[: self.filled] >= 0)
+        self.matrix[: keep.size] = self.matrix[keep]
+        self.owner[: keep.size] = self.owner[keep]
+        self.owner[keep.size : self.filled] = -1
+        self.filled = int(keep.size)
+        spans: dict[int, range] = {}
+        for position, owner in enumerate(self.owner[: self.filled].tolist()):
+            span = spans.get(owner)
+            spans[owner] = range(span.start if span else position, position + 1)
+        return spans
 
 
 def support(query: Vector) -> slice:
@@ -513,55 +631,81 @@ def fuse(
 @dataclass(frozen=True)
 class Candidate:
     """A fused entry on its way to becoming a hit: its scaled fused score, cosine with the
-    query (0 when not computed), BM25 score and unit embedding (None when unknown)."""
+    query (0 when not computed), BM25 score and unit embedding (None when unknown), whose
+    values start at column ``vector_start`` (zero outside them: one model's block)."""
 
     entry: IndexEntry
     score: float
     dense: float
     keyword: float
     vector: Vector | None
+    vector_start: int = 0
+    vector_space: int | None = None
+    """The dimension of the space the vector is part of (None: its own size); a vector of
+    another space than the query's is never compared."""
 
 
 def collapse(candidates: Iterable[Candidate], query: SearchQuery) -> list[SearchHit]:
-    """Hits from fused candidates (best first), at most ``query.limit``: a candidate whose
-    normalised text repeats a kept one (``KeptTexts``), or (dense search on) whose embedding
-    has cosine >= ``NEAR_DUPLICATE`` with a kept one, is left out. Reads ``candidates`` only as far as
-    it needs, and the hits of a prefix of them are a prefix of the hits of all."""
+    """Hits from fused candidates (best first), at most ``query.limit`` and within
+    ``query.max_tokens``: a candidate whose normalised text repeats a kept one
+    (``KeptTexts``), or (dense search on) whose embedding has cosine >= ``NEAR_DUPLICATE``
+    with a kept one, is left out. Reads ``candidates`` only as far as it needs, and the hits
+    of a prefix of them are a prefix of the hits of all."""
+    return collapse_within(candidates, query)[0]
+
+
+def collapse_within(
+    candidates: Iterable[Candidate], query: SearchQuery
+) -> tuple[list[SearchHit], bool]:
+    """``collapse``, and whether its hits are all there can be: the limit reached, or the
+    next one's line would not fit in the token bound (the first hit that does not fit ends
+    them, as ``recall_budget.within_tokens`` does)."""
     hits: list[SearchHit] = []
     if query.limit <= 0:
-        return hits
+        return hits, True
+    width = query.vector.size if query.vector is not None else 0
+    count = query.token_count if query.max_tokens is not None else None
+    spent = 0
     kept_texts = KeptTexts()
     kept: Vector | None = None  # the kept embeddings, one row each (one product per check)
     filled = 0
     for candidate in candidates:
         text = _normalised(candidate.entry.text)
-        vector = candidate.vector
-        if kept_texts.repeats(text) or (
-            vector is not None
-            and kept is not None
-            and filled
-            and vector.size == kept.shape[1]
-            and float((kept[:filled] @ vector).max()) >= NEAR_DUPLICATE
-        ):
+        if kept_texts.repeats(text):
             continue
-        kept_texts.add(text)
-        if vector is not None and query.vector is not None:
-            if kept is None:
-                kept = np.empty((query.limit, vector.size), dtype=np.float32)
-            if vector.size == kept.shape[1]:
-                kept[filled] = vector
-                filled += 1
-        hits.append(
-            SearchHit(
-                entry=candidate.entry,
-                score=candidate.score,
-                dense=candidate.dense if candidate.dense >= query.min_score else 0.0,
-                keyword=candidate.keyword,
-            )
+        vector, start = candidate.vector, candidate.vector_start
+        comparable = (
+            vector is not None
+            and vector.size > 0
+            and (candidate.vector_space or vector.size) == width
+            and start + vector.size <= width
         )
+        if comparable and kept is not None and filled:
+            assert vector is not None  # noqa: S101  # comparable says so
+            reach = kept[:filled, start : start + vector.size]
+            if float((reach @ vector).max()) >= NEAR_DUPLICATE:
+                continue
+        hit = SearchHit(
+            entry=candidate.entry,
+            score=candidate.score,
+            dense=candidate.dense if candidate.dense >= query.min_score else 0.0,
+            keyword=candidate.keyword,
+        )
+        if count is not None and query.max_tokens is not None:
+            spent += line_tokens(hit, count)
+            if spent > query.max_tokens:
+                return hits, True
+        kept_texts.add(text)
+        if comparable:
+            assert vector is not None  # noqa: S101  # comparable says so
+            if kept is None:
+                kept = np.zeros((query.limit, width), dtype=np.float32)
+            kept[filled, start : start + vector.size] = vector
+            filled += 1
+        hits.append(hit)
         if len(hits) >= query.limit:
-            break
-    return hits
+            return hits, True
+    return hits, False
 
 
 QUOTED_SHARE = 0.9
@@ -623,11 +767,12 @@ def search(snapshot: IndexSnapshot, query: SearchQuery) -> list[SearchHit]:
     return collapse(
         (
             Candidate(
-                entry=snapshot.entries[row],
-                score=score,
-                dense=float(dense[row]),
-                keyword=float(keyword[row]),
-                vector=snapshot.vector(snapshot.entries[row].id),
+                snapshot.entries[row],
+                score,
+                float(dense[row]),
+                float(keyword[row]),
+                *snapshot.own_vector(row),
+                vector_space=snapshot.dimension,
             )
             for row, score in fuse(rankings, (found, keyword))
         ),

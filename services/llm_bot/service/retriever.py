@@ -27,7 +27,7 @@ from llm_bot.errors import LlmBotError
 from llm_bot.memory.hybrid_search import SearchQuery, Vector
 from llm_bot.memory.keyword_matching import is_filler
 from llm_bot.memory.keyword_terms import keyword_terms
-from llm_bot.memory.recall_budget import CANDIDATE_LIMIT, within_tokens
+from llm_bot.memory.recall_budget import CANDIDATE_LIMIT
 from llm_bot.memory.recall_items import SearchHit
 from llm_bot.memory.time_expressions import asks_when, periods
 from llm_bot.memory.tokens import TokenCounter, default_token_counter
@@ -169,9 +169,13 @@ class Retriever:
         try:
             async with asyncio.timeout(self._settings.timeout_seconds):
                 hits = await self.search(
-                    query.text, vector, key, exclude=exclude, created_at=query.created_at
+                    query.text,
+                    vector,
+                    key,
+                    exclude=exclude,
+                    created_at=query.created_at,
+                    max_tokens=self._settings.max_tokens,
                 )
-                hits = within_tokens(hits, self._settings.max_tokens, self._counter.count)
         except TimeoutError:
             log.warning("retrieval.timed_out", budget_ms=self._settings.timeout_seconds * 1000)
             return Retrieval("timeout", topic=topic, seconds=_since(query))
@@ -190,9 +194,12 @@ class Retriever:
         *,
         exclude: Collection[str],
         created_at: datetime | None = None,
+        max_tokens: int | None = None,
     ) -> list[SearchHit]:
         """The user's index searched for ``text`` (hybrid when ``vector`` is given), the
-        periods it names resolved against ``created_at`` (default: now)."""
+        periods it names resolved against ``created_at`` (default: now); the hits kept
+        while their lines fit in ``max_tokens`` (``recall_budget.within_tokens``), when
+        given."""
         query = SearchQuery(
             vector=vector,
             terms=keyword_terms(text),
@@ -201,6 +208,8 @@ class Retriever:
             min_score=self._settings.min_score,
             periods=tuple(periods(text, created_at or datetime.now(UTC))),
             asks_when=asks_when(text),
+            max_tokens=max_tokens,
+            token_count=self._counter.count,
         )
         model = self._embedder.name if self._embedder is not None else ""
         return await self._index.search(key.tenant_id, key.user_id, query, model=model)
