@@ -32,16 +32,16 @@ from typing import Any
 import numpy as np
 
 from llm_bot.adapters.script_embedder import local_embedder
-from llm_bot.memory.hybrid_search import IndexSnapshot, SearchQuery, Vector, search
-from llm_bot.memory.keyword_terms import keyword_terms
+from llm_bot.memory.hybrid_search import IndexSnapshot, Vector, search
 from llm_bot.memory.memory_block import recalled_line
 from llm_bot.memory.messages import ChatMessage
+from llm_bot.memory.query_parts import message_query, question_parts
 from llm_bot.memory.recall_items import IndexEntry, conversation_entries
-from llm_bot.memory.time_expressions import asks_when, periods
 from llm_bot.memory.tokens import TiktokenCounter
 from llm_bot.service.indexer import embed_entries
 from tests.bench.locomo_scoring import CATEGORIES, Conversation, conversations
 from tests.bench.plots import plot_recall
+from tests.bench.simulated_queries import embedded_questions, untimed
 
 FIXED = 300
 """Tokens of every prompt that are not recalled lines (framing, episodes, the question)."""
@@ -101,25 +101,28 @@ class Tally:
 def score(
     snapshot: IndexSnapshot,
     conversation: Conversation,
-    questions: Sequence[Vector],
+    questions: Sequence[Sequence[Vector]],
     tally: Tally,
     *,
     timed: bool = True,
 ) -> None:
-    for question, vector in zip(conversation.questions, questions, strict=True):
+    """``questions``: each question's embedding, then its parts' (``question_parts``)."""
+    for question, vectors in zip(conversation.questions, questions, strict=True):
         evidence = set(question.evidence)
-        dense = snapshot.dense_scores(vector)
+        dense = snapshot.dense_scores(vectors[0])
         ranked = [snapshot.entries[r].source_id for r in np.argsort(-dense, kind="stable")]
         for depth in DEPTHS:
             tally.dense[depth].append(len(evidence & set(ranked[:depth])) / len(evidence))
-        query = SearchQuery(
-            vector=vector,
-            terms=keyword_terms(question.text),
+        query = message_query(
+            question.text,
+            vectors,
+            question_parts(question.text),
+            created_at=ASKED_AT,
             limit=100,
             min_score=MIN_SCORE,
-            periods=periods(question.text, ASKED_AT) if timed else (),
-            asks_when=timed and asks_when(question.text),
         )
+        if not timed:
+            query = untimed(query)
         hits = search(snapshot, query)
         costs = [line_tokens(h.entry) for h in hits]
         for budget, by_category in tally.packed.items():
@@ -135,22 +138,22 @@ def score(
 async def main(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:
     embedder = local_embedder(args.embedding_model)
     with_sentences, own_only = Tally(args.budgets), Tally(args.budgets)
-    untimed = Tally(args.budgets)
+    untimed_tally = Tally(args.budgets)
     for conversation in conversations(data):
         embedded = await embed_entries(embedder, session_entries(conversation))
-        questions = await embedder.embed([q.text for q in conversation.questions], purpose="query")
+        questions = await embedded_questions(embedder, [q.text for q in conversation.questions])
         for tally, keep in ((with_sentences, None), (own_only, 1)):
             snapshot = IndexSnapshot()
             snapshot.upsert((entry, vectors[:keep]) for entry, vectors in embedded)
-            score(snapshot, conversation, list(questions), tally)
+            score(snapshot, conversation, questions, tally)
             if keep is None:
-                score(snapshot, conversation, list(questions), untimed, timed=False)
+                score(snapshot, conversation, questions, untimed_tally, timed=False)
         print(f"{conversation.name}: {len(embedded)} entries", flush=True)
     with_sentences.report("entries with their sentence embeddings (the service)")
-    untimed.report("baseline: without the time rankings (periods, when-questions)")
+    untimed_tally.report("baseline: without the time rankings (periods, when-questions)")
     own_only.report("baseline: each entry's own embedding only")
     if args.plot is not None:
-        plot(args.plot, with_sentences, untimed, own_only)
+        plot(args.plot, with_sentences, untimed_tally, own_only)
     await embedder.aclose()
 
 

@@ -32,17 +32,17 @@ from typing import Any
 import numpy as np
 
 from llm_bot.adapters.script_embedder import local_embedder
-from llm_bot.memory.hybrid_search import IndexSnapshot, SearchQuery, search
-from llm_bot.memory.keyword_terms import keyword_terms
+from llm_bot.memory.hybrid_search import IndexSnapshot, Vector, search
 from llm_bot.memory.messages import ChatMessage
+from llm_bot.memory.query_parts import message_query, question_parts
 from llm_bot.memory.recall_items import IndexEntry, conversation_entries, text_digest
-from llm_bot.memory.time_expressions import asks_when, periods
 from llm_bot.ports import Embedder, EmbeddingPurpose, Matrix
 from llm_bot.service.indexer import embed_entries
 from tests.bench.locomo_ranking import FIXED, MIN_SCORE, line_tokens
 from tests.bench.locomo_scoring import normalised
 from tests.bench.longmemeval_scoring import TYPES, Question, questions, recall_of
 from tests.bench.plots import plot_recall
+from tests.bench.simulated_queries import embedded_questions, untimed
 
 DEFAULT_CACHE = Path("/tmp/llm-bot-bench-cache/longmemeval-embeddings.pickle")  # noqa: S108
 
@@ -131,43 +131,45 @@ class Tally:
 def ranked_lines(
     snapshot: IndexSnapshot,
     question: Question,
-    vector: Matrix,
+    vectors: Sequence[Vector],
     *,
     timed: bool = True,
 ) -> list[tuple[str, int]]:
-    query = SearchQuery(
-        vector=vector,
-        terms=keyword_terms(question.text),
+    query = message_query(
+        question.text,
+        vectors,
+        question_parts(question.text),
+        created_at=question.asked_at,
         limit=100,
         min_score=MIN_SCORE,
-        periods=periods(question.text, question.asked_at) if timed else (),
-        asks_when=timed and asks_when(question.text),
     )
+    if not timed:
+        query = untimed(query)
     return [(h.entry.text, line_tokens(h.entry)) for h in search(snapshot, query)]
 
 
 async def main(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:
     embedder = CachedEmbedder(local_embedder(args.embedding_model), args.cache)
-    timed, untimed = Tally(args.budgets), Tally(args.budgets)
+    timed, untimed_tally = Tally(args.budgets), Tally(args.budgets)
     selected = [q for q in questions(data) if not args.only or q.id in args.only]
     for number, question in enumerate(selected[: args.questions or None], start=1):
         embedded = await embed_entries(embedder, haystack_entries(question))
-        (vector,) = await embedder.embed([question.text], purpose="query")
+        (vectors,) = await embedded_questions(embedder, [question.text])
         snapshot = IndexSnapshot()
         snapshot.upsert(embedded)
-        timed.add(question, ranked_lines(snapshot, question, vector, timed=True))
-        untimed.add(question, ranked_lines(snapshot, question, vector, timed=False))
+        timed.add(question, ranked_lines(snapshot, question, vectors, timed=True))
+        untimed_tally.add(question, ranked_lines(snapshot, question, vectors, timed=False))
         embedder.save()
         print(f"{number}. {question.id} ({question.type}): {len(embedded)} entries", flush=True)
     timed.report("the service's ranking")
-    untimed.report("baseline: without the time rankings (periods, when-questions)")
+    untimed_tally.report("baseline: without the time rankings (periods, when-questions)")
     if args.plot is not None:
         plot_recall(
             args.plot,
             "LongMemEval (simulated): evidence recall against the input budget",
             {
                 "llm-bot (the service's ranking)": timed.packed,
-                "without the time rankings": untimed.packed,
+                "without the time rankings": untimed_tally.packed,
             },
             {kind: kind for kind in TYPES},
             "question type",

@@ -463,5 +463,5 @@ def test_rows_of_one_model_keep_their_block_beside_rows_that_span_both() -> None
     edge = block_rows(2, [0])
     edge[0, 0] = 0.0
     index.upsert([(entry("en", "cats"), block_rows(3, [0])), (entry("edge", "dogs"), edge)])
-    blocks = index._embeddings._blocks  # noqa: SLF001 - the layout is what is tested
+    blocks = index._embeddings._blocks
     assert {k: b.live for k, b in blocks.items()} == {(0, 8): 1, (0, 3): 3, (3, 8): 1}

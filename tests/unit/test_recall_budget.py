@@ -75,5 +75,19 @@ def test_counting_stops_at_the_first_hit_that_does_not_fit() -> None:
         counted.append(text)
         return 10
 
-    within_tokens([hit(f"e{n}", ENGLISH) for n in range(100)], 35, count)
+    within_tokens([hit(f"e{n}", f"{ENGLISH} ({n})") for n in range(100)], 35, count)
     assert len(counted) == 3
+
+
+def test_a_line_is_counted_once_however_often_it_comes_back() -> None:
+    """Searches return the same entries again and again: a line's count is remembered."""
+    counted: list[str] = []
+
+    def count(text: str) -> int:
+        counted.append(text)
+        return 10
+
+    hits = [hit("e1", "The ferry leaves at nine (remembered)")] * 5
+    assert within_tokens(hits, 1_000, count) == hits
+    assert within_tokens(hits, 1_000, count) == hits
+    assert len(counted) == 1

@@ -70,8 +70,7 @@ async def show_recall(settings: Settings, key: ConversationKey, text: str) -> li
         )
         recalled = await memory_store(settings, parts.client).load(key, "show")
         shown = {m.id for m in recalled.memory.messages} | recalled.bundle.item_ids()
-        (vector,) = await parts.embedder.embed([text], purpose="query")
-        hits = await retriever.search(text, vector, key, exclude=shown)
+        hits = await retriever.search(text, key, exclude=shown)
     return [
         {
             "id": hit.entry.id,

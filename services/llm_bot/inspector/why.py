@@ -41,14 +41,13 @@ async def dry_run(
     retrieval: Retrieval = NOTHING
     hits: list[SearchHit] = []
     if ctx.retriever is not None and persona.retrieval:
-        query = ctx.retriever.prepare(text)
+        query = ctx.retriever.prepare(text, at)
         shown = already_shown(recalled, added, ctx.bounds)
         retrieval = await ctx.retriever.retrieve(
             query, key, exclude=shown, topic=recalled.memory.topic
         )
         if query is not None and retrieval.outcome == "searched":
-            vector = await query.embedding if query.embedding is not None else None
-            hits = await ctx.retriever.search(text, vector, key, exclude=shown)
+            hits = await ctx.retriever.search_prepared(query, key, exclude=shown)
     context = prompt_context(
         persona, recalled, window, retrieval, budget=ctx.budget, counter=ctx.counter
     )

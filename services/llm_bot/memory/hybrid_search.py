@@ -104,6 +104,10 @@ class SearchQuery:
     """Hits are kept while their lines cost at most this many tokens together
     (``recall_budget.within_tokens``), counted with ``token_count``; None: no bound."""
     token_count: Callable[[str], int] | None = field(default=None, compare=False)
+    parts: Sequence[SearchQuery] = ()
+    """The questions of a message that asks several (``query_parts.py``), each searched
+    on its own (its embedding, terms and time expressions) and fused with the message's
+    rankings; an entry's dense and keyword scores are its best over them."""
 
 
 class IndexSnapshot:
@@ -740,6 +744,21 @@ class KeptTexts:
         bisect.insort(self._by_length, (len(text), text))
 
 
+def _ranked(
+    snapshot: IndexSnapshot, query: SearchQuery, allowed: npt.NDArray[np.bool_]
+) -> tuple[list[list[int]], list[list[int]], Vector, Vector]:
+    """The dense and keyword rankings of ``query``, its time rankings, and its dense and
+    keyword scores by row."""
+    dense = np.zeros(len(snapshot), dtype=np.float32)
+    rankings: list[list[int]] = []
+    if query.vector is not None:
+        dense = snapshot.dense_scores(query.vector)
+        rankings.append(rank(dense, allowed & (dense >= query.min_score), CANDIDATES_PER_RANKING))
+    keyword = snapshot.keyword_scores(query.terms)
+    rankings.append(rank(keyword, allowed & (keyword > 0), CANDIDATES_PER_RANKING))
+    return rankings, time_rankings(query, dense, keyword, allowed, snapshot), dense, keyword
+
+
 def search(snapshot: IndexSnapshot, query: SearchQuery) -> list[SearchHit]:
     """The entries relevant to ``query``, best first (see the module docstring)."""
     count = len(snapshot)
@@ -750,19 +769,17 @@ def search(snapshot: IndexSnapshot, query: SearchQuery) -> list[SearchHit]:
         for row, entry in enumerate(snapshot.entries):
             if entry.source_id in query.exclude:
                 allowed[row] = False
-    dense = np.zeros(count, dtype=np.float32)
-    rankings: list[list[int]] = []
-    if query.vector is not None:
-        dense = snapshot.dense_scores(query.vector)
-        rankings.append(rank(dense, allowed & (dense >= query.min_score), CANDIDATES_PER_RANKING))
-    keyword = snapshot.keyword_scores(query.terms)
-    rankings.append(rank(keyword, allowed & (keyword > 0), CANDIDATES_PER_RANKING))
+    rankings, by_time, dense, keyword = _ranked(snapshot, query, allowed)
     named = named_speakers(snapshot.speakers, query.terms)
     if named:
         by_speaker = speaker_ranking(keyword, allowed, snapshot.spoken_by(named))
         if by_speaker is not None:
             rankings.append(by_speaker)
-    rankings += time_rankings(query, dense, keyword, allowed, snapshot)
+    rankings += by_time
+    for part in query.parts:  # each question of a message that asks several, on its own
+        part_rankings, part_by_time, part_dense, part_keyword = _ranked(snapshot, part, allowed)
+        rankings += part_rankings + part_by_time
+        dense, keyword = np.maximum(dense, part_dense), np.maximum(keyword, part_keyword)
     found = np.where(dense >= query.min_score, dense, 0)  # as a vector engine reports it
     return collapse(
         (

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
@@ -24,12 +24,11 @@ import structlog
 from opentelemetry.trace import Tracer
 
 from llm_bot.errors import LlmBotError
-from llm_bot.memory.hybrid_search import SearchQuery, Vector
+from llm_bot.memory.hybrid_search import Vector
 from llm_bot.memory.keyword_matching import is_filler
-from llm_bot.memory.keyword_terms import keyword_terms
+from llm_bot.memory.query_parts import message_query, question_parts
 from llm_bot.memory.recall_budget import CANDIDATE_LIMIT
 from llm_bot.memory.recall_items import SearchHit
-from llm_bot.memory.time_expressions import asks_when, periods
 from llm_bot.memory.tokens import TokenCounter, default_token_counter
 from llm_bot.memory.topic import (
     RecalledRecord,
@@ -76,23 +75,37 @@ NOTHING = Retrieval("off")
 
 
 class PreparedQuery:
-    """A message on its way to retrieval: its embedding may still be computing;
+    """A message on its way to retrieval: its embeddings (the message's, then each of the
+    questions it asks when it asks several, ``parts``) may still be computing;
     ``created_at`` is when it was written (what its time expressions are relative to)."""
 
     def __init__(
         self,
         text: str,
-        embedding: asyncio.Task[Vector] | None,
+        embeddings: asyncio.Task[list[Vector]] | None,
         created_at: datetime | None = None,
+        parts: Sequence[str] = (),
     ) -> None:
         self.text = text
-        self.embedding = embedding
+        self.embeddings = embeddings
         self.created_at = created_at
+        self.parts = tuple(parts)
         self.started = time.perf_counter()
 
     def cancel(self) -> None:
-        if self.embedding is not None:
-            self.embedding.cancel()
+        if self.embeddings is not None:
+            self.embeddings.cancel()
+
+    async def vectors(self) -> list[Vector] | None:
+        """The message's embedding, then its parts'; None without an embedder or when the
+        model failed (the search is then by keywords)."""
+        if self.embeddings is None:
+            return None
+        try:
+            return await self.embeddings
+        except LlmBotError as exc:
+            log.warning("retrieval.embedding_failed", code=exc.code, error=str(exc))
+            return None
 
 
 class Retriever:
@@ -120,15 +133,16 @@ class Retriever:
         ``created_at``: when the message was written (default: now)."""
         if is_filler(text):
             return None
+        parts = question_parts(text)
         task = None
         if self._embedder is not None:
-            task = asyncio.create_task(self._embed(text))
-        return PreparedQuery(text, task, created_at)
+            task = asyncio.create_task(self._embed([text, *parts]))
+        return PreparedQuery(text, task, created_at, parts)
 
-    async def _embed(self, text: str) -> Vector:
+    async def _embed(self, texts: list[str]) -> list[Vector]:
         assert self._embedder is not None  # noqa: S101  # only started with an embedder
-        vectors = await self._embedder.embed([text], purpose="query")
-        return np.asarray(vectors[0], dtype=np.float32)
+        vectors = await self._embedder.embed(texts, purpose="query")
+        return [np.asarray(vector, dtype=np.float32) for vector in vectors]
 
     async def retrieve(
         self,
@@ -158,7 +172,8 @@ class Retriever:
         exclude: Collection[str],
         topic: TopicState | None,
     ) -> Retrieval:
-        vector = await self._vector(query)
+        vectors = await query.vectors()
+        vector = vectors[0] if vectors else None
         if (
             vector is not None
             and topic is not None
@@ -168,13 +183,8 @@ class Retriever:
             return Retrieval("topic_reuse", topic.selection, kept, _since(query))
         try:
             async with asyncio.timeout(self._settings.timeout_seconds):
-                hits = await self.search(
-                    query.text,
-                    vector,
-                    key,
-                    exclude=exclude,
-                    created_at=query.created_at,
-                    max_tokens=self._settings.max_tokens,
+                hits = await self.search_prepared(
+                    query, key, exclude=exclude, max_tokens=self._settings.max_tokens
                 )
         except TimeoutError:
             log.warning("retrieval.timed_out", budget_ms=self._settings.timeout_seconds * 1000)
@@ -186,42 +196,44 @@ class Retriever:
         kept_topic = new_topic(vector, records) if vector is not None else None
         return Retrieval("searched", records, kept_topic, _since(query))
 
-    async def search(
+    async def search_prepared(
         self,
-        text: str,
-        vector: Vector | None,
+        query: PreparedQuery,
         key: ConversationKey,
         *,
         exclude: Collection[str],
-        created_at: datetime | None = None,
         max_tokens: int | None = None,
     ) -> list[SearchHit]:
-        """The user's index searched for ``text`` (hybrid when ``vector`` is given), the
-        periods it names resolved against ``created_at`` (default: now); the hits kept
-        while their lines fit in ``max_tokens`` (``recall_budget.within_tokens``), when
-        given."""
-        query = SearchQuery(
-            vector=vector,
-            terms=keyword_terms(text),
-            exclude=frozenset(exclude),
+        """The user's index searched for a prepared message (its embeddings awaited): the
+        message, and each of its questions when it asks several; the hits kept while their
+        lines fit in ``max_tokens`` (``recall_budget.within_tokens``), when given."""
+        search = message_query(
+            query.text,
+            await query.vectors(),
+            query.parts,
+            created_at=query.created_at or datetime.now(UTC),
             limit=self._settings.max_items or CANDIDATE_LIMIT,
             min_score=self._settings.min_score,
-            periods=tuple(periods(text, created_at or datetime.now(UTC))),
-            asks_when=asks_when(text),
+            exclude=exclude,
             max_tokens=max_tokens,
             token_count=self._counter.count,
         )
         model = self._embedder.name if self._embedder is not None else ""
-        return await self._index.search(key.tenant_id, key.user_id, query, model=model)
+        return await self._index.search(key.tenant_id, key.user_id, search, model=model)
 
-    async def _vector(self, query: PreparedQuery) -> Vector | None:
-        if query.embedding is None:
-            return None
-        try:
-            return await query.embedding
-        except LlmBotError as exc:
-            log.warning("retrieval.embedding_failed", code=exc.code, error=str(exc))
-            return None
+    async def search(
+        self,
+        text: str,
+        key: ConversationKey,
+        *,
+        exclude: Collection[str],
+        created_at: datetime | None = None,
+    ) -> list[SearchHit]:
+        """``text``, sent at ``created_at`` (default: now), searched as ``recall`` searches
+        it, before the token budget: every hit (what the inspector's "why" and
+        ``llm-bot recall`` show)."""
+        query = self.prepare(text, created_at) or PreparedQuery(text, None, created_at)
+        return await self.search_prepared(query, key, exclude=exclude)
 
 
 def record_of(hit: SearchHit) -> RecalledRecord:

@@ -1,0 +1,109 @@
+"""The questions of a message that asks several at once (SPEC 5.7, query decomposition).
+
+"Before I order, can you remind me what my name is, what language we speak at home, what
+my order number is, which day to deliver and what my budget is?" asks five things; its
+embedding resembles none of the five answers much (in Thai, cosine 0.23-0.34 with each fact
+where one question alone scores 0.47-0.76 with its answer), its keyword terms are those of
+all five at once, and one of them asking "which day" made the whole message a when
+question. Searching each question on its own, and fusing their rankings with the whole
+message's, finds each answer as a single question would (the "decomposition" of multi-part
+questions in retrieval for question answering; Min et al., ACL 2019, split multi-hop
+questions into single-hop ones).
+
+A part is a clause with a question word, of a sentence that ends with a question mark (Thai
+marks questions with words, not marks: any Thai sentence): clauses are cut at commas,
+semicolons and a joining "and"/"or", and in Thai, written without spaces between words, at
+the spaces between phrases. A message with fewer than two such parts asks one thing and is
+searched whole, as before; at most ``MAX_PARTS`` are searched (each costs an embedding).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import replace
+from datetime import datetime
+
+from llm_bot.memory.hybrid_search import SearchQuery, Vector
+from llm_bot.memory.keyword_terms import keyword_terms
+from llm_bot.memory.time_expressions import asks_when, periods
+
+MAX_PARTS = 6
+"""Questions searched on their own, at most: each costs one more embedding on the reply
+path (~1-4 ms, embedded in the same call as the message)."""
+MIN_PART_CHARS = 6
+
+_SENTENCES = re.compile(r"(?<=[.!?\u3002\uff01\uff1f])\s+|\n+")
+_CLAUSES = re.compile(r"\s*[,;:]\s*(?:(?:and|or|but|also)\s+)?|\s+(?:and|or)\s+(?=\w+\b)", re.I)
+_THAI = re.compile(r"[\u0e00-\u0e7f]")
+_QUESTION_WORD = re.compile(
+    r"(?<![\w'])(?:what|what's|which|who|who's|whom|whose|where|where's|when|why|how|how's)"
+    r"(?![\w'])"
+    r"|อะไร|ไหน|เท่าไ|กี่|ใคร|เมื่อไ|ยังไง|อย่างไร|ทำไม|ไหม|มั้ย|หรือเปล่า|หรือยัง|รึเปล่า",
+    re.IGNORECASE,
+)
+
+
+def question_parts(text: str) -> list[str]:
+    """The questions ``text`` asks, each on its own, when it asks two or more (at most
+    ``MAX_PARTS``); else none."""
+    parts: list[str] = []
+    for sentence in _SENTENCES.split(text):
+        thai = _THAI.search(sentence) is not None
+        if not thai and not sentence.rstrip().endswith(("?", "\uff1f")):
+            continue  # an English statement that mentions "what" asks nothing
+        for clause in _clauses(sentence, thai=thai):
+            if len(clause) >= MIN_PART_CHARS and _QUESTION_WORD.search(clause):
+                parts.append(clause)
+    return parts[:MAX_PARTS] if len(parts) >= 2 else []
+
+
+def _clauses(sentence: str, *, thai: bool) -> list[str]:
+    pieces = [p.strip() for p in _CLAUSES.split(sentence) if p and p.strip()]
+    if thai:
+        pieces = [word for piece in pieces for word in piece.split()]
+    return pieces
+
+
+def message_query(
+    text: str,
+    vectors: Sequence[Vector] | None,
+    parts: Sequence[str],
+    *,
+    created_at: datetime,
+    limit: int,
+    min_score: float,
+    exclude: Collection[str] = frozenset(),
+    max_tokens: int | None = None,
+    token_count: Callable[[str], int] | None = None,
+) -> SearchQuery:
+    """The search for a message sent at ``created_at``: its keyword terms, time
+    expressions and embedding (``vectors[0]``; None: keywords only), and, when it asks
+    several questions (``parts``, embedded as ``vectors[1:]``), each of them on its own;
+    the time expressions are then the questions' own ("which day" in one of them makes no
+    other a when question)."""
+
+    def one(said: str, vector: Vector | None) -> SearchQuery:
+        return SearchQuery(
+            vector=vector,
+            terms=keyword_terms(said),
+            limit=limit,
+            min_score=min_score,
+            periods=tuple(periods(said, created_at)),
+            asks_when=asks_when(said),
+        )
+
+    embedded: Sequence[Vector | None] = vectors or [None] * (1 + len(parts))
+    query = replace(
+        one(text, embedded[0]),
+        exclude=frozenset(exclude),
+        max_tokens=max_tokens,
+        token_count=token_count,
+    )
+    if not parts:
+        return query
+    questions = tuple(one(p, v) for p, v in zip(parts, embedded[1:], strict=True))
+    return replace(query, periods=(), asks_when=False, parts=questions)
+
+
+__all__ = ["MAX_PARTS", "message_query", "question_parts"]

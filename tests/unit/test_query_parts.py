@@ -1,0 +1,170 @@
+"""A message that asks several things at once: its questions, each searched on its own."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+from opentelemetry.trace import NoOpTracer
+from prometheus_client import CollectorRegistry
+
+from llm_bot.memory.hybrid_search import IndexSnapshot, SearchQuery, search
+from llm_bot.memory.keyword_terms import keyword_terms
+from llm_bot.memory.query_parts import MAX_PARTS, question_parts
+from llm_bot.memory.recall_items import IndexEntry
+from llm_bot.service.retriever import RetrievalSettings, Retriever
+from llm_bot.telemetry.metrics import Metrics
+from tests.support.in_memory import InMemoryErasures
+from tests.support.in_memory_index import InMemoryRecallIndex
+from tests.support.reply_path import KEY
+
+THAI_ASKS_FIVE = (
+    "ก่อนสั่งซื้อ ช่วยเตือนหน่อยได้ไหมคะ ว่าฉันชื่ออะไร ที่บ้านพูดภาษาอะไร "
+    "หมายเลขคำสั่งซื้อคืออะไร อยากให้ส่งของวันไหน และงบของฉันเท่าไหร่"
+)
+
+
+def test_thai_questions_are_cut_at_the_spaces_between_phrases() -> None:
+    assert question_parts(THAI_ASKS_FIVE) == [
+        "ช่วยเตือนหน่อยได้ไหมคะ",
+        "ว่าฉันชื่ออะไร",
+        "ที่บ้านพูดภาษาอะไร",
+        "หมายเลขคำสั่งซื้อคืออะไร",
+        "อยากให้ส่งของวันไหน",
+        "และงบของฉันเท่าไหร่",
+    ]
+
+
+def test_english_questions_are_cut_at_commas_and_a_joining_and() -> None:
+    text = (
+        "Before I order, can you remind me what my name is, what language we speak at "
+        "home, which day to deliver and what my budget is?"
+    )
+    assert question_parts(text) == [
+        "can you remind me what my name is",
+        "what language we speak at home",
+        "which day to deliver",
+        "what my budget is?",
+    ]
+    assert question_parts("How are you? And what did I say about the ferry?") == [
+        "How are you?",
+        "And what did I say about the ferry?",
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "What activities does Melanie partake in?",
+        "When did Caroline go to the LGBTQ support group?",
+        "I know what you mean, and where you are going with it.",  # a statement
+        "Which of these, the red or the blue one, is cheaper?",  # one question
+        "ฉันชื่ออะไร",
+        "ok thanks",
+    ],
+)
+def test_a_message_that_asks_one_thing_has_no_parts(text: str) -> None:
+    assert question_parts(text) == []
+
+
+def test_at_most_max_parts_are_searched() -> None:
+    text = ", ".join(f"what is item {n}" for n in range(MAX_PARTS + 3)) + "?"
+    assert len(question_parts(text)) == MAX_PARTS
+
+
+def unit(*values: float) -> np.ndarray:
+    vector = np.asarray(values, dtype=np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+def entry(entry_id: str, text: str) -> IndexEntry:
+    return IndexEntry(
+        id=entry_id,
+        kind="message",
+        text=text,
+        speaker="user",
+        date="2025-07-30T10:00:00+00:00",
+        conversation_id="c1",
+        turn=1,
+        seq=0,
+        source_id=entry_id,
+        terms=tuple(keyword_terms(text)),
+    )
+
+
+def test_each_question_finds_its_answer_where_the_whole_message_finds_none() -> None:
+    """The whole message resembles neither answer (cosine under the minimum) and shares no
+    word with them; each of its two questions resembles one: searched on their own, both
+    answers rank first, and their dense scores are their best over the questions."""
+    index = IndexSnapshot()
+    index.upsert(
+        [
+            (entry("name", "Ann here"), unit(1, 0, 0, 0)),
+            (entry("budget", "three hundred baht"), unit(0, 1, 0, 0)),
+            (entry("noise", "the weather was lovely"), unit(0, 0, 1, 0)),
+        ]
+    )
+    whole = SearchQuery(vector=unit(0.3, 0.3, 0, 1), terms=keyword_terms("remind me"))
+    assert search(index, whole) == []
+    parts = (
+        SearchQuery(vector=unit(0.9, 0, 0, 0.1), terms=keyword_terms("my name")),
+        SearchQuery(vector=unit(0, 0.9, 0, 0.1), terms=keyword_terms("my budget")),
+    )
+    hits = search(index, SearchQuery(vector=whole.vector, terms=whole.terms, parts=parts))
+    assert {h.entry.id for h in hits} == {"name", "budget"}
+    assert all(h.dense > 0.9 for h in hits)
+
+
+class TableEmbedder:
+    """Vectors from a table (a text not in it: the zero vector); records each call."""
+
+    name = "table"
+    dimension = 4
+
+    def __init__(self, table: dict[str, np.ndarray]) -> None:
+        self.table = table
+        self.calls: list[list[str]] = []
+
+    async def embed(self, texts: Sequence[str], *, purpose: str) -> np.ndarray:
+        self.calls.append(list(texts))
+        return np.stack([self.table.get(t, np.zeros(4, dtype=np.float32)) for t in texts])
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_the_retriever_embeds_the_questions_with_the_message_and_recalls_each_answer() -> (
+    None
+):
+    """One embedding call for the message and its questions; the records hold the answer
+    to each question, which the whole message's embedding alone would not reach."""
+    asked = "Can you remind me what my name is, and what my budget is?"
+    embedder = TableEmbedder(
+        {
+            asked: unit(0.3, 0.3, 0, 1),
+            "Can you remind me what my name is": unit(0.9, 0, 0, 0.1),
+            "what my budget is?": unit(0, 0.9, 0, 0.1),
+        }
+    )
+    index = InMemoryRecallIndex.on(InMemoryErasures())
+    said = [
+        (entry("name", "Ann here"), unit(1, 0, 0, 0)),
+        (entry("budget", "three hundred baht"), unit(0, 1, 0, 0)),
+        (entry("noise", "the weather was lovely"), unit(0, 0, 1, 0)),
+    ]
+    await index.upsert(KEY.tenant_id, KEY.user_id, said, model="table", erasure="")
+    retriever = Retriever(
+        embedder=embedder,
+        index=index,
+        settings=RetrievalSettings(min_score=0.45, topic_similarity=0.99),
+        metrics=Metrics(registry=CollectorRegistry()),
+        tracer=NoOpTracer(),
+    )
+    query = retriever.prepare(asked)
+    assert query is not None
+    assert query.parts == ("Can you remind me what my name is", "what my budget is?")
+    result = await retriever.retrieve(query, KEY, exclude=(), topic=None)
+    assert embedder.calls == [[asked, *query.parts]]
+    assert result.outcome == "searched"
+    assert {r.id for r in result.records} == {"name", "budget"}
