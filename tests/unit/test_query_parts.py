@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from llm_bot.memory.hybrid_search import IndexSnapshot, SearchQuery, search
 from llm_bot.memory.keyword_terms import keyword_terms
-from llm_bot.memory.query_parts import MAX_PARTS, question_parts
+from llm_bot.memory.query_parts import MAX_PARTS, PART_NEAREST, question_parts
 from llm_bot.memory.recall_items import IndexEntry
 from llm_bot.service.retriever import RetrievalSettings, Retriever
 from llm_bot.telemetry.metrics import Metrics
@@ -137,8 +137,8 @@ class TableEmbedder:
 async def test_the_retriever_embeds_the_questions_with_the_message_and_recalls_each_answer() -> (
     None
 ):
-    """One embedding call for the message and its questions; the records hold the answer
-    to each question, which the whole message's embedding alone would not reach."""
+    """One embedding call for the message and its questions; the records begin with the
+    answer to each question, which the whole message's embedding alone would not reach."""
     asked = "Can you remind me what my name is, and what my budget is?"
     embedder = TableEmbedder(
         {
@@ -167,4 +167,23 @@ async def test_the_retriever_embeds_the_questions_with_the_message_and_recalls_e
     result = await retriever.retrieve(query, KEY, exclude=(), topic=None)
     assert embedder.calls == [[asked, *query.parts]]
     assert result.outcome == "searched"
-    assert {r.id for r in result.records} == {"name", "budget"}
+    assert {r.id for r in result.records[:2]} == {"name", "budget"}
+
+
+def test_a_question_ranks_its_nearest_entries_though_under_the_dense_minimum() -> None:
+    """A question's dense ranking holds its nearest few whatever their cosine (a short
+    question scores low with its answer); the whole message's keeps the minimum."""
+    index = IndexSnapshot()
+    index.upsert(
+        [
+            (entry("answer", "three hundred baht"), unit(1, 0, 0, 0)),
+            (entry("noise", "the weather was lovely"), unit(0, 0, 1, 0)),
+        ]
+    )
+    weak = unit(0.3, 0, 0, 1)  # cosine 0.29 with the answer
+    assert search(index, SearchQuery(vector=weak, terms=())) == []
+    whole = SearchQuery(vector=unit(0, 1, 0, 0), terms=())
+    part = SearchQuery(vector=weak, terms=(), nearest=PART_NEAREST)
+    hits = search(index, SearchQuery(vector=whole.vector, terms=(), parts=(part,)))
+    assert [h.entry.id for h in hits][:1] == ["answer"]
+    assert hits[0].dense == 0.0  # found by rank, not counted as a dense match

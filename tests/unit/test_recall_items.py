@@ -9,6 +9,7 @@ from llm_bot.memory.recall_items import (
     long_term_entry,
     message_entries,
     passages,
+    sentences_of,
 )
 
 
@@ -162,3 +163,16 @@ def test_long_term_items_are_embedded_by_sentence_without_a_speaker() -> None:
         "Likes hiking.",
         "Owns a red bicycle.",
     )
+
+
+def test_thai_sentences_end_at_the_spaces_between_thai_letters() -> None:
+    """Thai writes no space between words and no full stop: a space between Thai letters
+    ends a sentence or phrase; a number keeps the words around it."""
+    text = "โอเคค่ะ ขอถามอีกเรื่อง งบของฉันสำหรับเรื่องนี้คือ 300 บาทค่ะ\nIs that ok? Yes."
+    assert sentences_of(text) == [
+        "โอเคค่ะ",
+        "ขอถามอีกเรื่อง",
+        "งบของฉันสำหรับเรื่องนี้คือ 300 บาทค่ะ",
+        "Is that ok?",
+        "Yes.",
+    ]

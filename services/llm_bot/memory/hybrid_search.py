@@ -104,6 +104,9 @@ class SearchQuery:
     """Hits are kept while their lines cost at most this many tokens together
     (``recall_budget.within_tokens``), counted with ``token_count``; None: no bound."""
     token_count: Callable[[str], int] | None = field(default=None, compare=False)
+    nearest: int = 0
+    """The dense ranking holds at least this many nearest entries, whatever their cosine
+    (the minimum still decides what counts as found)."""
     parts: Sequence[SearchQuery] = ()
     """The questions of a message that asks several (``query_parts.py``), each searched
     on its own (its embedding, terms and time expressions) and fused with the message's
@@ -753,7 +756,10 @@ def _ranked(
     rankings: list[list[int]] = []
     if query.vector is not None:
         dense = snapshot.dense_scores(query.vector)
-        rankings.append(rank(dense, allowed & (dense >= query.min_score), CANDIDATES_PER_RANKING))
+        ranked = rank(dense, allowed & (dense >= query.min_score), CANDIDATES_PER_RANKING)
+        if len(ranked) < query.nearest:
+            ranked = rank(dense, allowed, query.nearest)
+        rankings.append(ranked)
     keyword = snapshot.keyword_scores(query.terms)
     rankings.append(rank(keyword, allowed & (keyword > 0), CANDIDATES_PER_RANKING))
     return rankings, time_rankings(query, dense, keyword, allowed, snapshot), dense, keyword

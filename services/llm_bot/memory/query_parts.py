@@ -32,6 +32,12 @@ MAX_PARTS = 6
 """Questions searched on their own, at most: each costs one more embedding on the reply
 path (~1-4 ms, embedded in the same call as the message)."""
 MIN_PART_CHARS = 6
+PART_NEAREST = 3
+"""A question's dense ranking holds at least its nearest few entries, whatever their
+cosine: one question is answered by one or a few messages, and a short question scores
+lower with its answer than the dense minimum assumes (a Thai question of five words and the
+sentence that answers it: cosine 0.28-0.33 with USE Multilingual, the best of a hundred
+messages; the minimum, 0.45, was set for whole messages and MiniLM)."""
 
 _SENTENCES = re.compile(r"(?<=[.!?\u3002\uff01\uff1f])\s+|\n+")
 _CLAUSES = re.compile(r"\s*[,;:]\s*(?:(?:and|or|but|also)\s+)?|\s+(?:and|or)\s+(?=\w+\b)", re.I)
@@ -102,7 +108,9 @@ def message_query(
     )
     if not parts:
         return query
-    questions = tuple(one(p, v) for p, v in zip(parts, embedded[1:], strict=True))
+    questions = tuple(
+        replace(one(p, v), nearest=PART_NEAREST) for p, v in zip(parts, embedded[1:], strict=True)
+    )
     return replace(query, periods=(), asks_when=False, parts=questions)
 
 

@@ -110,12 +110,15 @@ def speaker_of(message: ChatMessage) -> str:
     return message.name or message.role
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?\u3002\uff01\uff1f])\s+|\n+")
+_SENTENCE_END = re.compile(
+    r"(?<=[.!?\u3002\uff01\uff1f])\s+|\n+|(?<=[\u0e00-\u0e7f])\s+(?=[\u0e00-\u0e7f])"
+)
 
 
 def sentences_of(text: str) -> list[str]:
-    """The sentences of ``text`` (cut after ``.``, ``!``, ``?`` and their CJK forms, and at
-    line breaks), stripped; none blank."""
+    """The sentences of ``text`` (cut after ``.``, ``!``, ``?`` and their CJK forms, at
+    line breaks, and at a space between Thai letters: Thai writes no space between words
+    and no full stop, a space ends a sentence or phrase), stripped; none blank."""
     return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
 
 
