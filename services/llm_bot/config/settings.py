@@ -434,13 +434,6 @@ class Settings(BaseSettings):
     def inspector(self) -> InspectorConfig:
         return InspectorConfig.of(self)
 
-    def tenant_share(self) -> int:
-        """``settings.fairness.tenant_share``."""
-        return self.fairness.tenant_share
-
-    def tenant_weight_map(self) -> dict[str, float]:
-        return parse_tenant_weights(self.tenant_weights)
-
     def token_budgets(self) -> TenantTokenBudgets:
         """``LLM_BOT_TENANT_TOKEN_BUDGETS``, parsed (``token_budgets.py``): read by ``run``,
         ``worker`` and ``gateway``."""
