@@ -37,7 +37,10 @@ from llm_bot.adapters.redis_schedules import RedisConversationSchedule
 from llm_bot.adapters.redis_token_ledger import RedisTokenLedger
 from llm_bot.config import (
     ConfigurationError,
+    DeliveryConfig,
     ModelConfig,
+    PersonaConfig,
+    RateLimitConfig,
     RedisConfig,
     RetrievalConfig,
     Settings,
@@ -112,15 +115,15 @@ def redis_client(redis: RedisConfig) -> RedisClient:
     return connect_redis(redis.url.get_secret_value())
 
 
-def redis_keys(settings: Settings) -> RedisKeys:
-    return RedisKeys(prefix=settings.redis.key_prefix)
+def redis_keys(redis: RedisConfig) -> RedisKeys:
+    return RedisKeys(prefix=redis.key_prefix)
 
 
 def memory_store(settings: Settings, client: RedisClient) -> RedisMemoryStore:
     memory = settings.memory
     return RedisMemoryStore(
         client=client,
-        keys=redis_keys(settings),
+        keys=redis_keys(settings.redis),
         ttl_seconds=memory.ttl_seconds,
         trace_retention_seconds=memory.raw_trace_retention_days * DAY_SECONDS,
         dedupe_ttl_seconds=memory.dedupe_ttl_seconds,
@@ -137,16 +140,15 @@ def long_term_store(settings: Settings, client: RedisClient) -> RedisLongTermSto
     long_term = settings.long_term
     return RedisLongTermStore(
         client=client,
-        keys=redis_keys(settings),
+        keys=redis_keys(settings.redis),
         retention=RetentionPolicy(
             long_term.max_items, long_term.retention_days, long_term.profile_retention_days
         ),
     )
 
 
-def personas(settings: Settings) -> PersonaCatalog:
+def personas(config: PersonaConfig) -> PersonaCatalog:
     """The personas (and flows) of ``LLM_BOT_PERSONAS_PATH``, validated."""
-    config = settings.personas
     tools = load_tool_catalog(config.tools_path)
     return load_personas(config.personas_path, system_prompt=config.system_prompt, tools=tools)
 
@@ -161,7 +163,7 @@ def flow_runner(
     answer is asked again); None when the catalog has no flows."""
     if not catalog.flows:
         return None
-    keys = redis_keys(settings)
+    keys = redis_keys(settings.redis)
     ttl_seconds = settings.personas.flow_ttl_seconds
     checkpoints = RedisFlowCheckpoints(
         client=client, keys=keys, ttl_seconds=ttl_seconds + FLOW_CHECKPOINT_GRACE_SECONDS
@@ -176,19 +178,18 @@ def flow_runner(
 
 
 def tool_round_schedule(settings: Settings, client: RedisClient) -> RedisConversationSchedule:
-    return RedisConversationSchedule(client=client, keys=redis_keys(settings).tool_rounds())
+    return RedisConversationSchedule(client=client, keys=redis_keys(settings.redis).tool_rounds())
 
 
 def progress_store(settings: Settings, client: RedisClient) -> RedisMemoryProgress:
     return RedisMemoryProgress(
         client=client,
-        keys=redis_keys(settings),
+        keys=redis_keys(settings.redis),
         job_ttl_seconds=settings.memory.dedupe_ttl_seconds,
     )
 
 
-def retry_policy(settings: Settings) -> RetryPolicy:
-    delivery = settings.delivery
+def retry_policy(delivery: DeliveryConfig) -> RetryPolicy:
     return RetryPolicy(
         max_attempts=delivery.max_attempts,
         base_delay=delivery.retry_base_seconds,
@@ -199,16 +200,15 @@ def retry_policy(settings: Settings) -> RetryPolicy:
 def conversation_lease(settings: Settings, client: RedisClient) -> RedisConversationLease:
     return RedisConversationLease(
         client=client,
-        keys=redis_keys(settings),
+        keys=redis_keys(settings.redis),
         lease_seconds=settings.delivery.lease_seconds,
         max_wait_seconds=lease_wait_seconds(settings),
     )
 
 
-def rate_limiter(settings: Settings, metrics: Metrics) -> ModelRateLimiter:
+def rate_limiter(limits: RateLimitConfig, metrics: Metrics) -> ModelRateLimiter:
     """The process's one limiter for model and embedding calls (SPEC 4 "Provider rate
     limits")."""
-    limits = settings.rate_limits
     return ModelRateLimiter(
         max_wait_seconds=limits.max_wait_seconds,
         metrics=metrics,
@@ -229,7 +229,7 @@ def token_guard(
         return None
     return TenantTokenGuard(
         budgets=budgets,
-        ledger=RedisTokenLedger(client=client, keys=redis_keys(settings)),
+        ledger=RedisTokenLedger(client=client, keys=redis_keys(settings.redis)),
         metrics=metrics,
         clock=utc_now,
     )
@@ -271,7 +271,7 @@ def recall_index(settings: Settings, client: RedisClient) -> RecallIndex:
         return qdrant_recall_index(retrieval, settings.redis, client)
     return RedisRecallIndex(
         client=client,
-        keys=redis_keys(settings),
+        keys=redis_keys(settings.redis),
         ttl_seconds=max(settings.long_term.retention_days, settings.memory.raw_trace_retention_days)
         * DAY_SECONDS,
         cache_entries=retrieval.cache_entries,
@@ -335,7 +335,7 @@ def build_foundation(
     provider = tracer_provider or build_tracer_provider()
     tracer = provider.get_tracer(TRACER_NAME, __version__)
     metrics = Metrics(registry=registry or CollectorRegistry())
-    limiter = rate_limiter(settings, metrics)
+    limiter = rate_limiter(settings.rate_limits, metrics)
     config = settings.model
     client = model_client(config)
     redis = redis_client(settings.redis)
@@ -462,7 +462,7 @@ def build_service(
     base = build_foundation(settings, tracer_provider=tracer_provider, registry=registry)
     store = memory_store(settings, base.redis)
     replies = RabbitReplies(metrics=base.metrics)
-    catalog = personas(settings)
+    catalog = personas(settings.personas)
     flows = flow_runner(settings, catalog, base.redis, base.model)
     delivery = settings.delivery
     context = graph_context(
@@ -481,7 +481,7 @@ def build_service(
         flows=flows,
         lease=conversation_lease(settings, base.redis),
         eraser=Eraser(store=store, ltm=long_term_store(settings, base.redis), index=base.index),
-        retry=retry_policy(settings),
+        retry=retry_policy(settings.delivery),
         max_body_bytes=delivery.max_body_bytes,
         log_content=settings.logging.content,
         metrics=base.metrics,
@@ -504,7 +504,7 @@ def fairness(settings: Settings, client: RedisClient) -> Fairness:
     return Fairness(
         queue=RedisFairQueue(
             client=client,
-            keys=redis_keys(settings),
+            keys=redis_keys(settings.redis),
             lane=settings.broker.ingress_queue,
             lease_seconds=delivery.lease_seconds,
         ),
@@ -589,14 +589,14 @@ def build_worker(
             clock=utc_now,
         ),
         indexer=indexer,
-        retry=retry_policy(settings),
+        retry=retry_policy(settings.delivery),
         compaction_threshold_tokens=int(
             settings.memory.compaction_ratio * settings.model.context_budget().input_budget
         ),
         metrics=base.metrics,
         clock=utc_now,
     )
-    catalog = personas(settings)
+    catalog = personas(settings.personas)
     consumer = base.consumer(
         topology=replace(
             Topology.from_settings(settings.broker).for_memory_worker(),

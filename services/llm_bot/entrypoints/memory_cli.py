@@ -139,7 +139,7 @@ async def _running_flow(
     settings: Settings, client: RedisClient, key: ConversationKey
 ) -> dict[str, Any] | None:
     """The conversation's flow as checkpointed (``LLM_BOT_PERSONAS_PATH``'s flows), or None."""
-    runner = flow_runner(settings, personas(settings), client)
+    runner = flow_runner(settings, personas(settings.personas), client)
     if runner is None:
         return None
     state = await runner.state(key)

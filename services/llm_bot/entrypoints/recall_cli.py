@@ -44,7 +44,7 @@ class _Parts:
 @asynccontextmanager
 async def _parts(settings: Settings) -> AsyncIterator[_Parts]:
     metrics = Metrics(registry=CollectorRegistry())
-    model = embedder(settings, rate_limiter(settings, metrics))
+    model = embedder(settings, rate_limiter(settings.rate_limits, metrics))
     if model is None:
         raise ConfigurationError(
             "invalid configuration: LLM_BOT_EMBEDDINGS: retrieval is off; set local or openai"

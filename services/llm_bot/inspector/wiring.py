@@ -89,7 +89,7 @@ def build_inspector(
         registry=CollectorRegistry(),  # the dry run's retriever counts here, never exported
     )
     store = memory_store(settings, base.redis)
-    catalog = personas(settings)
+    catalog = personas(settings.personas)
     context = graph_context(settings, base, store, catalog)
     ltm = long_term_store(settings, base.redis)
     return Inspector(
@@ -99,7 +99,7 @@ def build_inspector(
         context=context,
         store=store,
         ltm=ltm,
-        directory=RedisTenantDirectory(client=base.redis, keys=redis_keys(settings)),
+        directory=RedisTenantDirectory(client=base.redis, keys=redis_keys(settings.redis)),
         facts=fact_editor(settings, base, ltm),
         metrics=InspectorMetrics(registry or CollectorRegistry()),
     )
