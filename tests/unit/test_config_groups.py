@@ -1,4 +1,4 @@
-"""The settings groups (``config/groups.py``): every variable in a group, the groups typed,
+"""The settings groups (``config/groups.py``, ``config/process_groups.py``): every variable in a group, the groups typed,
 frozen and in step with the flat settings, and each one documented."""
 
 from __future__ import annotations

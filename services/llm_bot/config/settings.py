@@ -1,9 +1,9 @@
 """The environment variables (and an optional ``.env`` file), read and validated at start.
 
 Variable names are part of the contract (SPEC section 7): one flat field per variable, each
-field's alias its variable. The service reads them through the groups (``groups.py``),
-properties of :class:`Settings`. Nothing reads the environment at import time: the
-composition root calls :func:`load_settings` once.
+field's alias its variable. The service reads them through the groups (``groups.py``,
+``process_groups.py``), properties of :class:`Settings`. Nothing reads the environment at
+import time: the composition root calls :func:`load_settings` once.
 """
 
 from __future__ import annotations
@@ -26,18 +26,20 @@ from llm_bot.config.groups import (
     BrokerConfig,
     DeliveryConfig,
     FairnessConfig,
-    GatewayConfig,
-    InspectorConfig,
-    LoggingConfig,
     LongTermConfig,
     MemoryConfig,
     ModelConfig,
     PersonaConfig,
-    ProcessConfig,
     RateLimitConfig,
     RedisConfig,
     RetrievalConfig,
     ToolConfig,
+)
+from llm_bot.config.process_groups import (
+    GatewayConfig,
+    InspectorConfig,
+    LoggingConfig,
+    ProcessConfig,
 )
 from llm_bot.config.tenant_weights import parse_tenant_weights
 from llm_bot.context_budget import ContextBudget
@@ -371,7 +373,7 @@ class Settings(BaseSettings):
     def _blank_is_none(cls, value: object) -> object:
         return None if value == "" else value
 
-    # The groups (``groups.py``): typed, frozen views of the variables above, built on
+    # The groups (``groups.py``, ``process_groups.py``): typed, frozen views of the variables above, built on
     # each access, so they follow a ``model_copy`` of the settings.
 
     @property
