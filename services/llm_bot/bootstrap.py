@@ -1,4 +1,5 @@
-"""The composition root: builds every collaborator from ``Settings``.
+"""The composition root: builds every collaborator from ``Settings``, handing each the
+settings group(s) it uses (``config/groups.py``).
 
 Nothing else in the package connects to anything or reads the environment.
 """
@@ -34,7 +35,17 @@ from llm_bot.adapters.redis_progress import RedisMemoryProgress
 from llm_bot.adapters.redis_recall_index import RedisRecallIndex
 from llm_bot.adapters.redis_schedules import RedisConversationSchedule
 from llm_bot.adapters.redis_token_ledger import RedisTokenLedger
-from llm_bot.config import ConfigurationError, Settings
+from llm_bot.config import (
+    ConfigurationError,
+    DeliveryConfig,
+    ModelConfig,
+    PersonaConfig,
+    RateLimitConfig,
+    RedisConfig,
+    RetrievalConfig,
+    Settings,
+)
+from llm_bot.context_budget import ContextBudget
 from llm_bot.delivery.consumer import EventConsumer
 from llm_bot.delivery.fair_dispatch import Fairness
 from llm_bot.graph.builder import build_graph
@@ -73,11 +84,11 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-def model_client(settings: Settings) -> AsyncOpenAI:
+def model_client(model: ModelConfig) -> AsyncOpenAI:
     """``AsyncOpenAI`` for the configured endpoint; a clear error when neither a key nor an
     endpoint is set."""
-    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
-    if key is None and settings.openai_base_url is None:
+    key = model.api_key.get_secret_value() if model.api_key else None
+    if key is None and model.base_url is None:
         raise ConfigurationError(
             "invalid configuration: OPENAI_API_KEY: set it for api.openai.com, or set "
             "OPENAI_BASE_URL to an OpenAI-compatible server (for example "
@@ -86,54 +97,60 @@ def model_client(settings: Settings) -> AsyncOpenAI:
     # aiohttp under the SDK costs about half the CPU per request of its default httpx
     # transport (docs/benchmarks.md); LLM_BOT_MODEL_HTTP_CLIENT=httpx is the way back.
     http_client = (
-        openai.DefaultAioHttpClient(timeout=settings.openai_timeout_seconds)
-        if settings.model_http_client == "aiohttp"
+        openai.DefaultAioHttpClient(timeout=model.timeout_seconds)
+        if model.http_client == "aiohttp"
         else None
     )
     return AsyncOpenAI(
         api_key=key or KEYLESS_PLACEHOLDER,
-        base_url=settings.openai_base_url,
-        timeout=settings.openai_timeout_seconds,
+        base_url=model.base_url,
+        timeout=model.timeout_seconds,
         max_retries=0,
         http_client=http_client,
     )
 
 
-def redis_client(settings: Settings) -> RedisClient:
+def redis_client(redis: RedisConfig) -> RedisClient:
     """One server, a cluster (detected) or Sentinel's master: ``redis_connection.py``."""
-    return connect_redis(settings.redis_url.get_secret_value())
+    return connect_redis(redis.url.get_secret_value())
+
+
+def redis_keys(redis: RedisConfig) -> RedisKeys:
+    return RedisKeys(prefix=redis.key_prefix)
 
 
 def memory_store(settings: Settings, client: RedisClient) -> RedisMemoryStore:
+    memory = settings.memory
     return RedisMemoryStore(
         client=client,
-        keys=RedisKeys(prefix=settings.redis_key_prefix),
-        ttl_seconds=settings.memory_ttl_seconds,
-        trace_retention_seconds=settings.raw_trace_retention_days * DAY_SECONDS,
-        dedupe_ttl_seconds=settings.dedupe_ttl_seconds,
+        keys=redis_keys(settings.redis),
+        ttl_seconds=memory.ttl_seconds,
+        trace_retention_seconds=memory.raw_trace_retention_days * DAY_SECONDS,
+        dedupe_ttl_seconds=memory.dedupe_ttl_seconds,
     )
 
 
 def lease_wait_seconds(settings: Settings) -> float:
     """How long an event waits for its conversation's lease before a retry counts: long
     enough for the holder's model call, its retries' first steps, and an expired lease."""
-    return max(60.0, 2 * settings.openai_timeout_seconds + settings.lease_seconds)
+    return max(60.0, 2 * settings.model.timeout_seconds + settings.delivery.lease_seconds)
 
 
 def long_term_store(settings: Settings, client: RedisClient) -> RedisLongTermStore:
+    long_term = settings.long_term
     return RedisLongTermStore(
         client=client,
-        keys=RedisKeys(prefix=settings.redis_key_prefix),
+        keys=redis_keys(settings.redis),
         retention=RetentionPolicy(
-            settings.ltm_max_items, settings.ltm_retention_days, settings.profile_retention_days
+            long_term.max_items, long_term.retention_days, long_term.profile_retention_days
         ),
     )
 
 
-def personas(settings: Settings) -> PersonaCatalog:
+def personas(config: PersonaConfig) -> PersonaCatalog:
     """The personas (and flows) of ``LLM_BOT_PERSONAS_PATH``, validated."""
-    tools = load_tool_catalog(settings.tools_path)
-    return load_personas(settings.personas_path, system_prompt=settings.system_prompt, tools=tools)
+    tools = load_tool_catalog(config.tools_path)
+    return load_personas(config.personas_path, system_prompt=config.system_prompt, tools=tools)
 
 
 def flow_runner(
@@ -146,61 +163,59 @@ def flow_runner(
     answer is asked again); None when the catalog has no flows."""
     if not catalog.flows:
         return None
-    keys = RedisKeys(prefix=settings.redis_key_prefix)
+    keys = redis_keys(settings.redis)
+    ttl_seconds = settings.personas.flow_ttl_seconds
     checkpoints = RedisFlowCheckpoints(
-        client=client,
-        keys=keys,
-        ttl_seconds=settings.flow_ttl_seconds + FLOW_CHECKPOINT_GRACE_SECONDS,
+        client=client, keys=keys, ttl_seconds=ttl_seconds + FLOW_CHECKPOINT_GRACE_SECONDS
     )
     return FlowRunner(
         flows=catalog.flows,
         checkpoints=checkpoints,
         schedule=RedisConversationSchedule(client=client, keys=keys.flows()),
-        ttl_seconds=settings.flow_ttl_seconds,
+        ttl_seconds=ttl_seconds,
         interpreter=interpreter,
     )
 
 
 def tool_round_schedule(settings: Settings, client: RedisClient) -> RedisConversationSchedule:
-    keys = RedisKeys(prefix=settings.redis_key_prefix)
-    return RedisConversationSchedule(client=client, keys=keys.tool_rounds())
+    return RedisConversationSchedule(client=client, keys=redis_keys(settings.redis).tool_rounds())
 
 
 def progress_store(settings: Settings, client: RedisClient) -> RedisMemoryProgress:
     return RedisMemoryProgress(
         client=client,
-        keys=RedisKeys(prefix=settings.redis_key_prefix),
-        job_ttl_seconds=settings.dedupe_ttl_seconds,
+        keys=redis_keys(settings.redis),
+        job_ttl_seconds=settings.memory.dedupe_ttl_seconds,
     )
 
 
-def retry_policy(settings: Settings) -> RetryPolicy:
+def retry_policy(delivery: DeliveryConfig) -> RetryPolicy:
     return RetryPolicy(
-        max_attempts=settings.max_attempts,
-        base_delay=settings.retry_base_seconds,
-        max_delay=settings.retry_max_seconds,
+        max_attempts=delivery.max_attempts,
+        base_delay=delivery.retry_base_seconds,
+        max_delay=delivery.retry_max_seconds,
     )
 
 
 def conversation_lease(settings: Settings, client: RedisClient) -> RedisConversationLease:
     return RedisConversationLease(
         client=client,
-        keys=RedisKeys(prefix=settings.redis_key_prefix),
-        lease_seconds=settings.lease_seconds,
+        keys=redis_keys(settings.redis),
+        lease_seconds=settings.delivery.lease_seconds,
         max_wait_seconds=lease_wait_seconds(settings),
     )
 
 
-def rate_limiter(settings: Settings, metrics: Metrics) -> ModelRateLimiter:
+def rate_limiter(limits: RateLimitConfig, metrics: Metrics) -> ModelRateLimiter:
     """The process's one limiter for model and embedding calls (SPEC 4 "Provider rate
     limits")."""
     return ModelRateLimiter(
-        max_wait_seconds=settings.rate_limit_max_wait_seconds,
+        max_wait_seconds=limits.max_wait_seconds,
         metrics=metrics,
         limits=ClientLimits(
-            max_concurrency=settings.model_max_concurrency,
-            requests_per_minute=settings.model_requests_per_minute,
-            tokens_per_minute=settings.model_tokens_per_minute,
+            max_concurrency=limits.max_concurrency,
+            requests_per_minute=limits.requests_per_minute,
+            tokens_per_minute=limits.tokens_per_minute,
         ),
     )
 
@@ -214,7 +229,7 @@ def token_guard(
         return None
     return TenantTokenGuard(
         budgets=budgets,
-        ledger=RedisTokenLedger(client=client, keys=RedisKeys(prefix=settings.redis_key_prefix)),
+        ledger=RedisTokenLedger(client=client, keys=redis_keys(settings.redis)),
         metrics=metrics,
         clock=utc_now,
     )
@@ -226,22 +241,22 @@ def embedder(
     """The configured embedding model (``LLM_BOT_EMBEDDINGS``); None when retrieval is off.
     ``limiter``: the process's model rate limiter (used by an OpenAI-compatible endpoint);
     ``spending``: the token budgets its usage counts against."""
-    if settings.embeddings == "off":
+    retrieval = settings.retrieval
+    if retrieval.embeddings == "off":
         return None
-    if settings.embeddings == "openai":
-        endpoint = settings.model_copy(
-            update={"openai_base_url": settings.embedding_base_url or settings.openai_base_url}
-        )
+    if retrieval.embeddings == "openai":
+        model = settings.model
+        endpoint = replace(model, base_url=retrieval.embedding_base_url or model.base_url)
         return OpenAIEmbedder(
             client=model_client(endpoint),
-            model=settings.embedding_model or DEFAULT_OPENAI_EMBEDDING_MODEL,
-            dimensions=settings.embedding_dimensions,
+            model=retrieval.embedding_model or DEFAULT_OPENAI_EMBEDDING_MODEL,
+            dimensions=retrieval.embedding_dimensions,
             limiter=limiter,
             spending=spending,
         )
     from llm_bot.adapters.script_embedder import local_embedder  # noqa: PLC0415  # heavy import
 
-    return local_embedder(settings.embedding_model)
+    return local_embedder(retrieval.embedding_model)
 
 
 DEFAULT_OPENAI_EMBEDDING_MODEL = "text-embedding-3-small"
@@ -249,16 +264,17 @@ DEFAULT_OPENAI_EMBEDDING_MODEL = "text-embedding-3-small"
 
 def recall_index(settings: Settings, client: RedisClient) -> RecallIndex:
     """The retrieval index: Qdrant when ``QDRANT_URL`` is set, else Redis."""
-    if settings.qdrant_url:
+    retrieval = settings.retrieval
+    if retrieval.qdrant_url:
         from llm_bot.adapters.qdrant_recall_index import qdrant_recall_index  # noqa: PLC0415
 
-        return qdrant_recall_index(settings, client)
+        return qdrant_recall_index(retrieval, settings.redis, client)
     return RedisRecallIndex(
         client=client,
-        keys=RedisKeys(prefix=settings.redis_key_prefix),
-        ttl_seconds=max(settings.ltm_retention_days, settings.raw_trace_retention_days)
+        keys=redis_keys(settings.redis),
+        ttl_seconds=max(settings.long_term.retention_days, settings.memory.raw_trace_retention_days)
         * DAY_SECONDS,
-        cache_entries=settings.retrieval_cache_entries,
+        cache_entries=retrieval.cache_entries,
     )
 
 
@@ -298,7 +314,7 @@ class Foundation:
     ) -> EventConsumer:
         return EventConsumer(
             fairness=fairness,
-            amqp_url=self.settings.amqp_url.get_secret_value(),
+            amqp_url=self.settings.broker.url.get_secret_value(),
             topology=topology,
             handler=handler,
             prefetch=prefetch,
@@ -319,20 +335,21 @@ def build_foundation(
     provider = tracer_provider or build_tracer_provider()
     tracer = provider.get_tracer(TRACER_NAME, __version__)
     metrics = Metrics(registry=registry or CollectorRegistry())
-    limiter = rate_limiter(settings, metrics)
-    client = model_client(settings)
-    redis = redis_client(settings)
+    limiter = rate_limiter(settings.rate_limits, metrics)
+    config = settings.model
+    client = model_client(config)
+    redis = redis_client(settings.redis)
     spending = token_guard(settings, redis, metrics.budgets)
-    gen_ai_provider = settings.provider_name or provider_name(settings.openai_base_url)
+    gen_ai_provider = config.provider_name or provider_name(config.base_url)
     model = OpenAIChatModel(
         client=client,
-        model=settings.openai_model,
-        api=settings.api,
+        model=config.name,
+        api=config.api,
         tracer=tracer,
         metrics=metrics,
         provider_name=gen_ai_provider,
-        send_cache_key=settings.prompt_cache_key == "on"
-        or (settings.prompt_cache_key == "auto" and takes_prompt_cache_key(gen_ai_provider)),
+        send_cache_key=config.prompt_cache_key == "on"
+        or (config.prompt_cache_key == "auto" and takes_prompt_cache_key(gen_ai_provider)),
         limiter=limiter,
         spending=spending,
     )
@@ -381,13 +398,15 @@ class Service(_Running):
     handler: EventHandler
 
 
-def retriever_settings(settings: Settings) -> RetrievalSettings:
+def retriever_settings(retrieval: RetrievalConfig, budget: ContextBudget) -> RetrievalSettings:
+    """The retriever's settings: the search's, with recall's share of the prompt bounded
+    by the model's input budget."""
     return RetrievalSettings(
-        min_score=settings.retrieval_min_score,
-        topic_similarity=settings.topic_similarity,
-        max_items=settings.retrieval_max_items,
-        max_tokens=min(settings.context_budget().input_budget, settings.retrieval_max_tokens),
-        timeout_seconds=settings.retrieval_timeout_ms / 1000,
+        min_score=retrieval.min_score,
+        topic_similarity=retrieval.topic_similarity,
+        max_items=retrieval.max_items,
+        max_tokens=min(budget.input_budget, retrieval.max_tokens),
+        timeout_seconds=retrieval.timeout_ms / 1000,
     )
 
 
@@ -397,7 +416,7 @@ def retriever(base: Foundation) -> Retriever | None:
     return Retriever(
         embedder=base.embedder,
         index=base.index,
-        settings=retriever_settings(base.settings),
+        settings=retriever_settings(base.settings.retrieval, base.settings.model.context_budget()),
         metrics=base.metrics,
         tracer=base.tracer,
     )
@@ -413,21 +432,22 @@ def graph_context(
     """What every graph run needs from settings and the foundation; ``wiring`` adds what a
     process has beyond that (the service: flows, tool rounds, replies; the inspector's dry
     run: nothing)."""
+    model, memory = settings.model, settings.memory
     return GraphContext(
         memory=store,
         model=base.model,
-        model_name=settings.openai_model,
-        bounds=WindowBounds(settings.memory_max_messages, settings.memory_max_chars),
-        system_prompt=settings.system_prompt,
+        model_name=model.name,
+        bounds=WindowBounds(memory.max_messages, memory.max_chars),
+        system_prompt=settings.personas.system_prompt,
         clock=utc_now,
         tracer=base.tracer,
         metrics=base.metrics,
-        budget=settings.context_budget(),
+        budget=model.context_budget(),
         counter=default_token_counter(),
         retriever=retriever(base),
         tools=catalog.default.tools,
         personas=catalog,
-        max_tool_rounds=settings.max_tool_rounds,
+        max_tool_rounds=settings.tools.max_rounds,
         **wiring,
     )
 
@@ -442,8 +462,9 @@ def build_service(
     base = build_foundation(settings, tracer_provider=tracer_provider, registry=registry)
     store = memory_store(settings, base.redis)
     replies = RabbitReplies(metrics=base.metrics)
-    catalog = personas(settings)
+    catalog = personas(settings.personas)
     flows = flow_runner(settings, catalog, base.redis, base.model)
+    delivery = settings.delivery
     context = graph_context(
         settings,
         base,
@@ -451,27 +472,27 @@ def build_service(
         catalog,
         flows=flows,
         tool_rounds=tool_round_schedule(settings, base.redis),
-        tool_result_timeout_seconds=settings.tool_result_timeout_seconds,
+        tool_result_timeout_seconds=settings.tools.result_timeout_seconds,
         replies=replies,
-        stream_interval_seconds=settings.stream_interval_ms / 1000,
+        stream_interval_seconds=delivery.stream_interval_ms / 1000,
     )
     handler = EventHandler(
         chats=GraphChatRunner(graph=build_graph(flows=flows is not None), context=context),
         flows=flows,
         lease=conversation_lease(settings, base.redis),
         eraser=Eraser(store=store, ltm=long_term_store(settings, base.redis), index=base.index),
-        retry=retry_policy(settings),
-        max_body_bytes=settings.max_body_bytes,
-        log_content=settings.log_content,
+        retry=retry_policy(settings.delivery),
+        max_body_bytes=delivery.max_body_bytes,
+        log_content=settings.logging.content,
         metrics=base.metrics,
     )
     consumer = base.consumer(
-        topology=replace(Topology.from_settings(settings), flow_results=flows is not None),
+        topology=replace(Topology.from_settings(settings.broker), flow_results=flows is not None),
         handler=handler,
-        prefetch=settings.prefetch,
+        prefetch=delivery.prefetch,
         replies=replies,
         after_publish=handler.published,
-        fairness=fairness(settings, base.redis) if settings.fair_dispatch else None,
+        fairness=fairness(settings, base.redis) if settings.fairness.enabled else None,
     )
     return Service(base=base, store=store, consumer=consumer, handler=handler)
 
@@ -479,22 +500,21 @@ def build_service(
 def fairness(settings: Settings, client: RedisClient) -> Fairness:
     """Fair dispatch of the ingress (SPEC 4 "Fairness"): the fair queue in Redis, tenant
     shares of this replica's ``LLM_BOT_PREFETCH`` slots."""
+    delivery, shares = settings.delivery, settings.fairness
     return Fairness(
         queue=RedisFairQueue(
             client=client,
-            keys=RedisKeys(prefix=settings.redis_key_prefix),
-            lane=settings.ingress_queue,
-            lease_seconds=settings.lease_seconds,
+            keys=redis_keys(settings.redis),
+            lane=settings.broker.ingress_queue,
+            lease_seconds=delivery.lease_seconds,
         ),
         lease=conversation_lease(settings, client),
         shares=TenantShares(
-            slots=settings.prefetch,
-            max_in_flight=settings.tenant_share(),
-            weights=settings.tenant_weight_map(),
+            slots=shares.slots, max_in_flight=shares.tenant_share, weights=shares.weights
         ),
-        max_body_bytes=settings.max_body_bytes,
-        max_takes=settings.delivery_limit,
-        recover_every=settings.lease_seconds / 3,
+        max_body_bytes=delivery.max_body_bytes,
+        max_takes=settings.broker.delivery_limit,
+        recover_every=delivery.lease_seconds / 3,
     )
 
 
@@ -556,7 +576,7 @@ def build_worker(
             progress=progress,
             ltm=ltm,
             model=base.model,
-            threshold=settings.importance_threshold,
+            threshold=settings.long_term.importance_threshold,
             metrics=base.metrics,
             clock=utc_now,
         ),
@@ -569,21 +589,21 @@ def build_worker(
             clock=utc_now,
         ),
         indexer=indexer,
-        retry=retry_policy(settings),
+        retry=retry_policy(settings.delivery),
         compaction_threshold_tokens=int(
-            settings.compaction_ratio * settings.context_budget().input_budget
+            settings.memory.compaction_ratio * settings.model.context_budget().input_budget
         ),
         metrics=base.metrics,
         clock=utc_now,
     )
-    catalog = personas(settings)
+    catalog = personas(settings.personas)
     consumer = base.consumer(
         topology=replace(
-            Topology.from_settings(settings).for_memory_worker(),
+            Topology.from_settings(settings.broker).for_memory_worker(),
             flow_results=bool(catalog.flows),
         ),
         handler=handler,
-        prefetch=min(settings.prefetch, WORKER_PREFETCH),
+        prefetch=min(settings.delivery.prefetch, WORKER_PREFETCH),
     )
     retention = RetentionSweep(ltm=ltm, marks=progress, index=indexer, metrics=base.metrics)
     tool_timeouts = ToolTimeouts(

@@ -185,8 +185,10 @@ def _add_dlq_actions(dlq: argparse.ArgumentParser) -> None:
 
 def _dlq(args: argparse.Namespace, settings: Settings) -> int:
     if args.dlq_command == "list":
-        return dlq_cli.run_list(settings, limit=args.limit, as_json=args.json, queue=args.queue)
-    return dlq_cli.run_replay(settings, limit=args.limit, code=args.code, queue=args.queue)
+        return dlq_cli.run_list(
+            settings.broker, limit=args.limit, as_json=args.json, queue=args.queue
+        )
+    return dlq_cli.run_replay(settings.broker, limit=args.limit, code=args.code, queue=args.queue)
 
 
 def _key(args: argparse.Namespace) -> ConversationKey:
@@ -340,13 +342,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigurationError as exc:
         print(f"llm-bot: {exc}", file=sys.stderr)
         return 2
-    configure_logging(level=settings.log_level, fmt=settings.log_format)
+    configure_logging(level=settings.logging.level, fmt=settings.logging.format)
     try:
         return _dispatch(args, settings)
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
-        line = describe_failure(exc, settings)
+        line = describe_failure(exc, broker=settings.broker, redis=settings.redis)
         if line is None and isinstance(exc, ConfigurationError | DependencyUnavailable):
             line = str(exc)
         if line is None:

@@ -254,7 +254,7 @@ async def run(
         gateway = ConsumerProcess(settings, log_path=logs / "gateway.log", command="gateway")
         bus = GatewayBus(
             amqp_url=settings.amqp_url.get_secret_value(),
-            topology=Topology.from_settings(settings),
+            topology=Topology.from_settings(settings.broker),
         )
         try:
             for consumer in consumers:
@@ -319,7 +319,7 @@ async def _clean_up(settings: Settings) -> None:
     connection = await aio_pika.connect(settings.amqp_url.get_secret_value())
     async with connection:
         channel = await connection.channel()
-        for queue in Topology.from_settings(settings).queues():
+        for queue in Topology.from_settings(settings.broker).queues():
             await channel.queue_delete(queue)
     client = redis.Redis.from_url(settings.redis_url.get_secret_value())
     async for name in client.scan_iter(match=f"{TEST_KEY_PREFIX}*", count=1000):

@@ -83,7 +83,7 @@ async def seed_big_user(settings: Settings, *, entries: int, facts: int) -> Conv
     adapters; the key of one of its conversations."""
     tenant, user = "tbench", new_id("u")
     key = ConversationKey(tenant, user, new_id("c"))
-    client = redis_client(settings)
+    client = redis_client(settings.redis)
     try:
         index = recall_index(settings, client)
         for start in range(0, entries, 1000):

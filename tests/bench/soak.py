@@ -233,7 +233,7 @@ class Soak:
         anomalies: Counter[str] = Counter()
         examples: list[str] = []
         reordered = 0
-        client = redis_client(self.settings)
+        client = redis_client(self.settings.redis)
         try:
             store = memory_store(self.settings, client)
             for conv, events in self.by_conv.items():
@@ -265,7 +265,7 @@ class Soak:
         return +anomalies, examples, reordered
 
     async def forget(self) -> None:
-        client = redis_client(self.settings)
+        client = redis_client(self.settings.redis)
         try:
             store = memory_store(self.settings, client)
             for user in self.users.values():

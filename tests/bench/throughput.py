@@ -368,13 +368,13 @@ async def prefilled(settings: Settings, bodies: Sequence[tuple[str, bytes]]) -> 
     connection = await connect_amqp_robust(settings.amqp_url.get_secret_value())
     try:
         channel = await connection.channel()
-        declared = await declare_topology(channel, Topology.from_settings(settings))
+        declared = await declare_topology(channel, Topology.from_settings(settings.broker))
         await prefill(declared.exchange, settings.ingress_routing_key, bodies)
         yield
     finally:
         with contextlib.suppress(Exception):  # when bot() did not get to delete them
             cleanup = await connection.channel()
-            for name in Topology.from_settings(settings).queues():
+            for name in Topology.from_settings(settings.broker).queues():
                 await cleanup.queue_delete(name)
         await connection.close()
 

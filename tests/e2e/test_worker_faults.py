@@ -72,7 +72,7 @@ async def test_worker_kill_9_and_restart_loses_and_doubles_nothing(
                     await asyncio.sleep(0.2)
         finally:
             await second.stop()
-    redis = redis_client(settings)
+    redis = redis_client(settings.redis)
     try:
         progress, ltm = progress_store(settings, redis), long_term_store(settings, redis)
         for key in keys:

@@ -28,7 +28,9 @@ TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 
 def _dlq(client: Integrator) -> RabbitDlq:
-    return RabbitDlq(connection=client.connection, topology=Topology.from_settings(client.settings))
+    return RabbitDlq(
+        connection=client.connection, topology=Topology.from_settings(client.settings.broker)
+    )
 
 
 async def _wait_depth(client: Integrator, expected: int, within: float = 10.0) -> None:
@@ -93,7 +95,7 @@ async def test_broker_dead_letter_gets_a_broker_code_and_replays_without_x_death
     settings = make_settings()
     event = message_event(tenant="tdlq", user=new_id("u"), conversation=new_id("c"), text="x")
     async with integrator(settings) as client:
-        topology = await declare_topology(client.channel, Topology.from_settings(settings))
+        topology = await declare_topology(client.channel, Topology.from_settings(settings.broker))
         await client.publish(event)
         delivered = await topology.ingress.get(no_ack=False, timeout=5)
         await delivered.reject(requeue=False)
@@ -186,7 +188,7 @@ async def test_unroutable_replay_fails_and_keeps_the_message(
     """With no queue bound to the ingress key the publish is returned and the message stays."""
     settings = make_settings()
     async with integrator(settings) as client:
-        topology = await declare_topology(client.channel, Topology.from_settings(settings))
+        topology = await declare_topology(client.channel, Topology.from_settings(settings.broker))
         await client.channel.queue_delete(settings.ingress_queue)
         await topology.dlx.publish(
             aio_pika.Message(b"{}", headers={"x-error-code": "internal"}),
@@ -204,7 +206,7 @@ async def test_listing_keeps_the_order_of_a_dlq_larger_than_a_return_batch(
     """Listing a prefix, all, then another prefix of 40 dead letters leaves them in order."""
     settings = make_settings()
     async with integrator(settings) as client:
-        topology = await declare_topology(client.channel, Topology.from_settings(settings))
+        topology = await declare_topology(client.channel, Topology.from_settings(settings.broker))
         ids = [f"m{i:02d}" for i in range(40)]
         for message_id in ids:
             await topology.dlx.publish(
@@ -275,14 +277,18 @@ async def test_cli_lists_as_json_lines_and_replays_by_code(
         assert candidate.body["event_id"] == rejected["id"]
         await _wait_depth(client, 2)
 
-        assert await asyncio.to_thread(dlq_cli.run_list, settings, limit=1, as_json=False) == 0
+        assert (
+            await asyncio.to_thread(dlq_cli.run_list, settings.broker, limit=1, as_json=False) == 0
+        )
         out = capsys.readouterr().out  # may hold the in-process bot's log lines too
         [line] = [x for x in out.splitlines() if x.startswith("#")]
         assert line.startswith("#1 code=invalid_event attempts=1 size=")
         assert f"1 of 2 dead letters shown from {settings.dlq} (nothing removed)" in out
 
         missing = settings.model_copy(update={"dlq": "no.such.dlq"})
-        assert await asyncio.to_thread(dlq_cli.run_list, missing, limit=5, as_json=False) == 2
+        assert (
+            await asyncio.to_thread(dlq_cli.run_list, missing.broker, limit=5, as_json=False) == 2
+        )
         assert "no.such.dlq" in capsys.readouterr().err
 
 

@@ -59,7 +59,7 @@ async def test_forgetting_a_user_deletes_their_keys_without_scanning(
         progress = progress_store(settings, service.redis)
         erasure = await progress.erasure("tcost", user)
         await progress.mark_job_done("tcost", user, "job_1", erasure=erasure)
-    redis = redis_client(settings)
+    redis = redis_client(settings.redis)
     try:
         mine = await _names(redis, keys.user_pattern("tcost", user))
         theirs = await _names(redis, keys.user_pattern("tcost", bystander))
@@ -88,7 +88,7 @@ async def test_reindex_registers_memory_recorded_before_the_registry(
     async with bot(settings) as (_, client):
         await _converse(client, "told", legacy, 2)
         await _converse(client, "told", registered, 2)
-    redis = redis_client(settings)
+    redis = redis_client(settings.redis)
     try:
         for user in (legacy, registered):
             await redis.unlink(keys.registry("told", user))  # as an older version left it

@@ -199,7 +199,7 @@ async def test_a_replay_that_fails_is_audited_as_failed(service_urls: ServiceUrl
         integrator(settings) as client,
         inspector_for(settings) as inspector,
     ):
-        topology = await declare_topology(client.channel, Topology.from_settings(settings))
+        topology = await declare_topology(client.channel, Topology.from_settings(settings.broker))
         await client.channel.queue_delete(settings.ingress_queue)
         await topology.dlx.publish(
             aio_pika.Message(b'{"secret": "body"}', headers={"x-error-code": "internal"}),

@@ -37,7 +37,7 @@ async def test_a_users_facts_are_paginated(service_urls: ServiceUrls) -> None:
         for n in range(total)
     ]
     async with inspector_settings(service_urls, f"*={key_digest(KEY)}") as settings:
-        client = redis_client(settings)
+        client = redis_client(settings.redis)
         try:
             await long_term_store(settings, client).write(tenant, user, erasure="", facts=facts)
         finally:

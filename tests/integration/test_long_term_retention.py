@@ -50,7 +50,7 @@ async def test_a_concurrent_write_makes_retention_retry_instead_of_losing_it(
     make_settings: Callable[..., Settings],
 ) -> None:
     settings = make_settings()
-    client = redis_client(settings)
+    client = redis_client(settings.redis)
     user = new_id("u")
     try:
         rival = long_term_store(settings, client)

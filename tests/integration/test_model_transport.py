@@ -28,7 +28,7 @@ def make_model(
 ) -> Callable[..., AsyncIterator[OpenAIChatModel]]:
     async def factory(**overrides: object) -> AsyncIterator[OpenAIChatModel]:
         settings = make_settings(**overrides)
-        client = model_client(settings)
+        client = model_client(settings.model)
         try:
             yield OpenAIChatModel(
                 client=client,

@@ -60,7 +60,7 @@ async def assert_memory_turns_exactly_once(
     """The raw trace holds turns 1..n, each one user + one assistant message, each event once.
 
     Returns the event ids in turn order."""
-    client = redis_client(settings)
+    client = redis_client(settings.redis)
     try:
         trace = await memory_store(settings, client).raw_trace(key)
     finally:

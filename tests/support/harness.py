@@ -215,7 +215,7 @@ async def integrator(settings: Settings, *, durable: bool = False) -> AsyncItera
     finally:
         with contextlib.suppress(Exception):
             cleanup = await connection.channel()
-            topology = replace(Topology.from_settings(settings), flow_results=True)
+            topology = replace(Topology.from_settings(settings.broker), flow_results=True)
             for name in (*topology.queues(), *captured):
                 await cleanup.queue_delete(name)
         await connection.close()

@@ -105,6 +105,6 @@ def test_bad_weights_are_refused_at_start_naming_the_variable(text: str, message
 
 def test_default_share_is_a_quarter_of_the_prefetch() -> None:
     """Unset, a tenant's share is prefetch / 4 (at least 1); set, it is the setting."""
-    assert load_settings(prefetch=32).tenant_share() == 8
-    assert load_settings(prefetch=2).tenant_share() == 1
-    assert load_settings(prefetch=32, tenant_max_in_flight=3).tenant_share() == 3
+    assert load_settings(prefetch=32).fairness.tenant_share == 8
+    assert load_settings(prefetch=2).fairness.tenant_share == 1
+    assert load_settings(prefetch=32, tenant_max_in_flight=3).fairness.tenant_share == 3

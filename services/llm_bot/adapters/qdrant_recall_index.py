@@ -51,7 +51,7 @@ from llm_bot.adapters.redis_connection import RedisClient
 from llm_bot.adapters.redis_erasure import current_generation
 from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys
-from llm_bot.config import Settings
+from llm_bot.config import RedisConfig, RetrievalConfig
 from llm_bot.errors import ErasedMeanwhile, IndexModelMismatch, MemoryUnavailable
 from llm_bot.memory.hybrid_search import (
     CANDIDATES_PER_RANKING,
@@ -417,15 +417,18 @@ def _own_vector(stored: object) -> Vector | None:
     return unit(np.asarray(first, np.float32))
 
 
-def qdrant_recall_index(settings: Settings, redis_client: RedisClient) -> QdrantRecallIndex:
-    """The index on the Qdrant at ``QDRANT_URL``, reading erasure marks from ``redis_client``."""
-    key = settings.qdrant_api_key
+def qdrant_recall_index(
+    retrieval: RetrievalConfig, redis: RedisConfig, redis_client: RedisClient
+) -> QdrantRecallIndex:
+    """The index on the Qdrant at ``QDRANT_URL``, reading erasure marks from ``redis_client``
+    (under ``redis``'s key prefix)."""
+    key = retrieval.qdrant_api_key
     return QdrantRecallIndex(
         client=AsyncQdrantClient(
-            url=settings.qdrant_url,
+            url=retrieval.qdrant_url,
             api_key=key.get_secret_value() if key else None,
             check_compatibility=False,  # the check would connect while the service is wired
         ),
         redis=redis_client,
-        keys=RedisKeys(prefix=settings.redis_key_prefix),
+        keys=RedisKeys(prefix=redis.key_prefix),
     )

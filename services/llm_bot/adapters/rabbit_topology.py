@@ -13,7 +13,7 @@ import aio_pika
 from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractQueue
 from aiormq.abc import FieldTable
 
-from llm_bot.config import Settings
+from llm_bot.config import BrokerConfig
 
 
 @dataclass(frozen=True)
@@ -41,21 +41,21 @@ class Topology:
     view keeps the service's here, for the tool results it publishes on timeout)."""
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Topology:
+    def from_settings(cls, broker: BrokerConfig) -> Topology:
         return cls(
-            exchange=settings.ingress_exchange,
-            ingress_routing_key=settings.ingress_routing_key,
-            ingress_queue=settings.ingress_queue,
-            candidate_routing_key=settings.candidate_routing_key,
-            error_routing_key=settings.error_routing_key,
-            dlx=settings.dlx,
-            dlq=settings.dlq,
-            memory_routing_key=settings.memory_routing_key,
-            memory_queue=settings.memory_queue,
-            memory_dlq=settings.memory_dlq,
-            delivery_limit=settings.delivery_limit,
-            flow_result_routing_key=settings.flow_result_routing_key,
-            flow_result_queue=settings.flow_result_queue,
+            exchange=broker.exchange,
+            ingress_routing_key=broker.ingress_routing_key,
+            ingress_queue=broker.ingress_queue,
+            candidate_routing_key=broker.candidate_routing_key,
+            error_routing_key=broker.error_routing_key,
+            dlx=broker.dlx,
+            dlq=broker.dlq,
+            memory_routing_key=broker.memory_routing_key,
+            memory_queue=broker.memory_queue,
+            memory_dlq=broker.memory_dlq,
+            delivery_limit=broker.delivery_limit,
+            flow_result_routing_key=broker.flow_result_routing_key,
+            flow_result_queue=broker.flow_result_queue,
         )
 
     def for_memory_worker(self) -> Topology:

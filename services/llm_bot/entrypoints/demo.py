@@ -31,7 +31,7 @@ from pydantic import SecretStr
 from llm_bot.adapters.rabbit_connection import connect_amqp_robust
 from llm_bot.adapters.rabbit_topology import Topology
 from llm_bot.bootstrap import build_service, build_worker
-from llm_bot.config import Settings
+from llm_bot.config import BrokerConfig, Settings
 from llm_bot.entrypoints.memory_cli import forget_memory, render_memory, show_memory
 from llm_bot.entrypoints.startup import check_redis
 from llm_bot.fake_model import FakeModelServer, RecordedRequest, ToolCalls
@@ -102,7 +102,6 @@ def demo_settings(settings: Settings, base_url: str) -> Settings:
         update={
             "openai_base_url": base_url,
             "openai_api_key": SecretStr("demo"),
-            "api": settings.api,
             "ingress_routing_key": f"internal.llmbot.{suffix}.v1",
             "ingress_queue": f"llm-bot.{suffix}.internal.llmbot.v1",
             "candidate_routing_key": f"internal.candidate.{suffix}.v1",
@@ -139,19 +138,19 @@ def transcript_event(key: ConversationKey) -> dict[str, object]:
 async def _converse(
     connection: aio_pika.abc.AbstractRobustConnection,
     exchange: aio_pika.abc.AbstractExchange,
-    settings: Settings,
+    broker: BrokerConfig,
     key: ConversationKey,
     inbox: asyncio.Queue[dict[str, Any]],
 ) -> None:
     """Publish the demo's turns one by one, answering tool calls, and print each reply."""
     for turn, text in enumerate(DEMO_PROMPTS, start=1):
         tools = [LOOKUP_ORDER] if turn == len(DEMO_PROMPTS) else None
-        await _publish(exchange, settings, demo_event(key, text, tools))
+        await _publish(exchange, broker, demo_event(key, text, tools))
         candidate = await asyncio.wait_for(inbox.get(), CANDIDATE_WAIT_SECONDS)
         print(f"turn {turn}  user: {text}")
         while candidate["kind"] == "tool_call":  # the demo runs the tools itself
-            candidate = await _run_tools(exchange, settings, key, candidate, inbox)
-        await _settle(connection, settings.memory_queue)  # let the worker catch up
+            candidate = await _run_tools(exchange, broker, key, candidate, inbox)
+        await _settle(connection, broker.memory_queue)  # let the worker catch up
         print(f"        bot:  {candidate['text']}")
         print(
             f"        candidate {candidate['id']} turn={candidate['turn']} "
@@ -161,7 +160,7 @@ async def _converse(
 
 async def _run_tools(
     exchange: aio_pika.abc.AbstractExchange,
-    settings: Settings,
+    broker: BrokerConfig,
     key: ConversationKey,
     candidate: dict[str, Any],
     inbox: asyncio.Queue[dict[str, Any]],
@@ -172,7 +171,7 @@ async def _run_tools(
         order = json.loads(call["arguments"]).get("order", "")
         result = json.dumps(ORDERS.get(order, {"error": f"no order {order}"}))
         print(f"        bot asks for a tool: {call['name']}({call['arguments']}) -> {result}")
-        await _publish(exchange, settings, tool_result_event(key, call["id"], call["name"], result))
+        await _publish(exchange, broker, tool_result_event(key, call["id"], call["name"], result))
     return await asyncio.wait_for(inbox.get(), CANDIDATE_WAIT_SECONDS)
 
 
@@ -224,13 +223,14 @@ async def run_demo(settings: Settings) -> None:
         key = ConversationKey(
             "demo_tenant", f"demo_user_{uuid.uuid4().hex[:8]}", f"demo_{uuid.uuid4().hex[:12]}"
         )
-        connection = await connect_amqp_robust(settings.amqp_url.get_secret_value())
+        broker = settings.broker
+        connection = await connect_amqp_robust(broker.url.get_secret_value())
         stopped = False
         try:
             channel = await connection.channel()
-            exchange = await channel.get_exchange(settings.ingress_exchange)
+            exchange = await channel.get_exchange(broker.exchange)
             replies = await channel.declare_queue(exclusive=True, auto_delete=True)
-            await replies.bind(exchange, settings.candidate_routing_key)
+            await replies.bind(exchange, broker.candidate_routing_key)
             inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 
             async def collect(message: AbstractIncomingMessage) -> None:
@@ -238,16 +238,16 @@ async def run_demo(settings: Settings) -> None:
                     await inbox.put(json.loads(message.body))
 
             await replies.consume(collect)
-            await _import_earlier_chat(connection, exchange, settings, key)
+            await _import_earlier_chat(connection, exchange, broker, key)
             print(f"conversation {key.conversation_id} (model: fake server at {fake.base_url})\n")
-            await _converse(connection, exchange, settings, key, inbox)
+            await _converse(connection, exchange, broker, key, inbox)
             last = [r for r in fake.chat_requests() if schema_name(r) is None][-1]
-            await _settle(connection, settings.memory_queue)
+            await _settle(connection, broker.memory_queue)
             _print_prompt(last)
             print("\nmemory at the end (llm-bot memory show):")
             print(render_memory(await show_memory(settings, key)))
-            await _check_in(channel, exchange, settings, key, inbox)
-            await _settle(connection, settings.memory_queue)
+            await _check_in(channel, exchange, broker, key, inbox)
+            await _settle(connection, broker.memory_queue)
             # Both drained and stopped before the erasure: a memory job still running would
             # find its user erased under it (and retry, warning, for nothing).
             await service.consumer.stop(grace_seconds=5)
@@ -262,7 +262,7 @@ async def run_demo(settings: Settings) -> None:
             await service.close()
             await worker.close()
             cleanup = await connection.channel()
-            topology = replace(Topology.from_settings(settings), flow_results=True)
+            topology = replace(Topology.from_settings(broker), flow_results=True)
             for queue in topology.queues():
                 await cleanup.queue_delete(queue)
             await connection.close()
@@ -271,7 +271,7 @@ async def run_demo(settings: Settings) -> None:
 async def _check_in(
     channel: aio_pika.abc.AbstractChannel,
     exchange: aio_pika.abc.AbstractExchange,
-    settings: Settings,
+    broker: BrokerConfig,
     key: ConversationKey,
     inbox: asyncio.Queue[dict[str, Any]],
 ) -> None:
@@ -282,10 +282,10 @@ async def _check_in(
         event = demo_event(checkin, text)
         if number == 0:
             event["metadata"] = {"persona": "checkin"}
-        await _publish(exchange, settings, event)
+        await _publish(exchange, broker, event)
         candidate = await asyncio.wait_for(inbox.get(), CANDIDATE_WAIT_SECONDS)
         print(f"  user: {text}\n  bot:  {candidate['text']}")
-    results = await channel.declare_queue(settings.flow_result_queue, passive=True)
+    results = await channel.declare_queue(broker.flow_result_queue, passive=True)
     result: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
 
     async def take(message: AbstractIncomingMessage) -> None:
@@ -298,12 +298,12 @@ async def _check_in(
         body = await asyncio.wait_for(result, CANDIDATE_WAIT_SECONDS)
     finally:
         await results.cancel(tag)
-    print(f"FlowResultV1 on {settings.flow_result_routing_key}:")
+    print(f"FlowResultV1 on {broker.flow_result_routing_key}:")
     print(json.dumps(body, indent=2, ensure_ascii=False))
 
 
 async def _publish(
-    exchange: aio_pika.abc.AbstractExchange, settings: Settings, event: dict[str, object]
+    exchange: aio_pika.abc.AbstractExchange, broker: BrokerConfig, event: dict[str, object]
 ) -> None:
     """As an integrator publishes: persistent JSON, message and correlation ids set."""
     await exchange.publish(
@@ -314,19 +314,19 @@ async def _publish(
             message_id=str(event["id"]),
             correlation_id=str(event["conversation_id"]),
         ),
-        routing_key=settings.ingress_routing_key,
+        routing_key=broker.ingress_routing_key,
     )
 
 
 async def _import_earlier_chat(
     connection: aio_pika.abc.AbstractRobustConnection,
     exchange: aio_pika.abc.AbstractExchange,
-    settings: Settings,
+    broker: BrokerConfig,
     key: ConversationKey,
 ) -> None:
-    await _publish(exchange, settings, transcript_event(key))
-    await _settle(connection, settings.ingress_queue)
-    await _settle(connection, settings.memory_queue)
+    await _publish(exchange, broker, transcript_event(key))
+    await _settle(connection, broker.ingress_queue)
+    await _settle(connection, broker.memory_queue)
     print(f"imported last month's chat with a human agent ({len(EARLIER_CHAT)} messages)")
 
 

@@ -27,30 +27,30 @@ from llm_bot.adapters.rabbit_dlq import (
     ReplayResult,
 )
 from llm_bot.adapters.rabbit_topology import Topology
-from llm_bot.config import Settings
+from llm_bot.config import BrokerConfig
 
 ERROR_TEXT_LIMIT = 200
 QUEUES = ("events", "memory")
 
 
-def topology_of(settings: Settings, queue: str) -> Topology:
+def topology_of(broker: BrokerConfig, queue: str) -> Topology:
     """The topology whose ``dlq`` and ingress routing key are those of ``queue``."""
-    topology = Topology.from_settings(settings)
+    topology = Topology.from_settings(broker)
     return topology.for_memory_worker() if queue == "memory" else topology
 
 
-async def _connect(settings: Settings) -> AbstractConnection:
+async def _connect(broker: BrokerConfig) -> AbstractConnection:
     amqp_text.install()  # dead letters include deliveries pamqp alone cannot decode
-    return await connect_amqp(settings.amqp_url.get_secret_value())
+    return await connect_amqp(broker.url.get_secret_value())
 
 
 async def list_dead_letters(
-    settings: Settings, *, limit: int, queue: str = "events"
+    broker: BrokerConfig, *, limit: int, queue: str = "events"
 ) -> tuple[list[DeadLetter], int]:
     """Up to ``limit`` dead letters from the head of the DLQ and the DLQ depth."""
-    connection = await _connect(settings)
+    connection = await _connect(broker)
     try:
-        dlq = RabbitDlq(connection=connection, topology=topology_of(settings, queue))
+        dlq = RabbitDlq(connection=connection, topology=topology_of(broker, queue))
         depth = await dlq.depth()
         return await dlq.list_dead_letters(limit), depth
     finally:
@@ -58,11 +58,11 @@ async def list_dead_letters(
 
 
 async def replay_dead_letters(
-    settings: Settings, *, limit: int | None, code: str | None, queue: str = "events"
+    broker: BrokerConfig, *, limit: int | None, code: str | None, queue: str = "events"
 ) -> ReplayResult:
-    connection = await _connect(settings)
+    connection = await _connect(broker)
     try:
-        dlq = RabbitDlq(connection=connection, topology=topology_of(settings, queue))
+        dlq = RabbitDlq(connection=connection, topology=topology_of(broker, queue))
         return await dlq.replay(limit=limit, code=code)
     finally:
         await connection.close()
@@ -109,26 +109,26 @@ def render_replay(result: ReplayResult, *, limit: int | None, code: str | None) 
     return f"replayed {result.replayed}, left {result.left}{why}"
 
 
-def run_list(settings: Settings, *, limit: int, as_json: bool, queue: str = "events") -> int:
+def run_list(broker: BrokerConfig, *, limit: int, as_json: bool, queue: str = "events") -> int:
     """``llm-bot dlq list``; exit code 2 when the DLQ does not exist."""
     try:
-        letters, depth = asyncio.run(list_dead_letters(settings, limit=limit, queue=queue))
+        letters, depth = asyncio.run(list_dead_letters(broker, limit=limit, queue=queue))
     except DlqNotFound as exc:
         print(f"llm-bot: {exc}", file=sys.stderr)
         return 2
-    name = topology_of(settings, queue).dlq
+    name = topology_of(broker, queue).dlq
     for line in render_list(letters, depth=depth, queue=name, as_json=as_json):
         print(line)
     return 0
 
 
 def run_replay(
-    settings: Settings, *, limit: int | None, code: str | None, queue: str = "events"
+    broker: BrokerConfig, *, limit: int | None, code: str | None, queue: str = "events"
 ) -> int:
     """``llm-bot dlq replay``; exit code 2 for a missing queue or exchange, 1 when a
     republish failed (that message and the rest stay in the DLQ)."""
     try:
-        result = asyncio.run(replay_dead_letters(settings, limit=limit, code=code, queue=queue))
+        result = asyncio.run(replay_dead_letters(broker, limit=limit, code=code, queue=queue))
     except DlqNotFound as exc:
         print(f"llm-bot: {exc}", file=sys.stderr)
         return 2

@@ -25,7 +25,7 @@ from llm_bot import __version__
 from llm_bot.adapters.rabbit_topology import Topology
 from llm_bot.adapters.redis_connection import RedisClient
 from llm_bot.bootstrap import redis_client, token_guard
-from llm_bot.config import ConfigurationError, Settings
+from llm_bot.config import ConfigurationError, GatewayConfig, Settings
 from llm_bot.entrypoints.http_server import HealthServer
 from llm_bot.gateway import http_protocol
 from llm_bot.gateway.api_keys import ApiKeys
@@ -64,7 +64,7 @@ class Gateway:
     """A gateway process's pieces: the bus connection, the public HTTP server and the
     internal one (probes and metrics)."""
 
-    settings: Settings
+    config: GatewayConfig
     bus: GatewayBus
     server: _Server
     health: HealthServer
@@ -79,7 +79,7 @@ class Gateway:
         for server in self.server.servers:
             for sock in server.sockets:
                 return int(sock.getsockname()[1])
-        return self.settings.gateway_port
+        return self.config.port
 
     @property
     def base_url(self) -> str:
@@ -132,16 +132,21 @@ def build_gateway(
     registry: CollectorRegistry | None = None,
     handle_signals: bool = True,
 ) -> Gateway:
+    """The gateway reads its own group (``settings.gateway``), the broker's, the process's
+    internal port, the body limit and, with token budgets, Redis."""
+    gateway, process = settings.gateway, settings.process
     provider = tracer_provider or build_tracer_provider()
     metrics = GatewayMetrics(registry=registry or CollectorRegistry())
+    broker_config = settings.broker
     bus = GatewayBus(
-        amqp_url=settings.amqp_url.get_secret_value(), topology=Topology.from_settings(settings)
+        amqp_url=broker_config.url.get_secret_value(),
+        topology=Topology.from_settings(broker_config),
     )
 
     async def broker() -> str | None:
         return bus.readiness()
 
-    redis = redis_client(settings) if settings.token_budgets() else None
+    redis = redis_client(settings.redis) if settings.token_budgets() else None
     guard = (
         token_guard(settings, redis, BudgetMetrics(registry=metrics.registry))
         if redis is not None
@@ -151,18 +156,18 @@ def build_gateway(
     app = create_app(
         bus=bus,
         settings=GatewaySettings(
-            credentials=_credentials(settings),
-            timeout_seconds=settings.gateway_timeout_seconds,
-            model_ids=tuple(m.strip() for m in settings.gateway_models.split(",") if m.strip()),
-            max_body_bytes=settings.max_body_bytes,
-            personas=TenantPersonas.parse(settings.gateway_tenant_personas),
+            credentials=_credentials(gateway),
+            timeout_seconds=gateway.timeout_seconds,
+            model_ids=gateway.models,
+            max_body_bytes=settings.delivery.max_body_bytes,
+            personas=TenantPersonas.parse(gateway.tenant_personas),
             quota=TokenQuota(guard=guard) if guard is not None else None,
             limits=RequestLimits(
                 LimitSettings(
-                    key_requests_per_minute=settings.gateway_key_requests_per_minute,
-                    user_requests_per_minute=settings.gateway_user_requests_per_minute,
-                    key_in_flight=settings.gateway_key_max_in_flight,
-                    user_in_flight=settings.gateway_user_max_in_flight,
+                    key_requests_per_minute=gateway.key_requests_per_minute,
+                    user_requests_per_minute=gateway.user_requests_per_minute,
+                    key_in_flight=gateway.key_max_in_flight,
+                    user_in_flight=gateway.user_max_in_flight,
                 )
             ),
         ),
@@ -171,18 +176,18 @@ def build_gateway(
     )
     protocol = http_protocol.bounded_protocol(
         header_seconds=http_protocol.HEADER_READ_SECONDS,
-        request_seconds=settings.gateway_timeout_seconds + http_protocol.RESPONSE_GRACE_SECONDS,
+        request_seconds=gateway.timeout_seconds + http_protocol.RESPONSE_GRACE_SECONDS,
     )
     config = uvicorn.Config(
         app,
-        host=settings.gateway_host,
-        port=settings.gateway_port,
+        host=gateway.host,
+        port=gateway.port,
         http=protocol,  # httptools, with header and whole-request deadlines
         lifespan="off",
         log_config=None,
         access_log=False,
-        timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_seconds),
-        limit_concurrency=settings.gateway_max_connections,  # beyond: 503 at once
+        timeout_graceful_shutdown=math.ceil(process.shutdown_grace_seconds),
+        limit_concurrency=gateway.max_connections,  # beyond: 503 at once
         timeout_keep_alive=5,
     )
     server = _Server(config, handle_signals=handle_signals)
@@ -191,13 +196,13 @@ def build_gateway(
         return None if server.started else "the API port is not listening yet"
 
     health = HealthServer(
-        host=settings.http_host,
-        port=settings.http_port,
+        host=process.http_host,
+        port=process.http_port,
         checks={"broker": broker, "api": listening},
         registry=metrics.registry,
     )
     return Gateway(
-        settings=settings,
+        config=gateway,
         bus=bus,
         server=server,
         health=health,
@@ -207,21 +212,21 @@ def build_gateway(
     )
 
 
-def _credentials(settings: Settings) -> Credentials:
+def _credentials(config: GatewayConfig) -> Credentials:
     return Credentials(
-        keys=ApiKeys.parse(settings.gateway_keys),
+        keys=ApiKeys.parse(config.keys),
         tokens=UserTokens(
-            secrets=UserTokens.parse_secrets(settings.gateway_token_secrets.get_secret_value()),
-            audience=settings.gateway_token_audience,
-            issuer=settings.gateway_token_issuer,
-            max_ttl_seconds=settings.gateway_token_max_ttl_seconds,
+            secrets=UserTokens.parse_secrets(config.token_secrets.get_secret_value()),
+            audience=config.token_audience,
+            issuer=config.token_issuer,
+            max_ttl_seconds=config.token_max_ttl_seconds,
         ),
     )
 
 
 async def run_gateway(settings: Settings) -> None:
     """``llm-bot gateway``: refuse to start without keys or token secrets, then serve."""
-    credentials = _credentials(settings)
+    credentials = _credentials(settings.gateway)
     if not (credentials.keys or credentials.tokens):
         raise ConfigurationError(
             "invalid configuration: LLM_BOT_GATEWAY_KEYS: set at least one "
@@ -229,7 +234,9 @@ async def run_gateway(settings: Settings) -> None:
             "LLM_BOT_GATEWAY_TOKEN_SECRETS"
         )
     gateway = build_gateway(settings)
-    log.info("gateway.starting", port=settings.gateway_port, internal_port=settings.http_port)
+    log.info(
+        "gateway.starting", port=settings.gateway.port, internal_port=settings.process.http_port
+    )
     try:
         await gateway.serve()
     finally:

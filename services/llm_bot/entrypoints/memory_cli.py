@@ -23,7 +23,7 @@ from llm_bot.service.erasure import Eraser
 async def show_memory(settings: Settings, key: ConversationKey) -> dict[str, Any]:
     """Every tier, as plain data: the conversation's working memory, progress and raw
     trace, and the user's long-term memory (profile, facts, episodes, notable events)."""
-    client = redis_client(settings)
+    client = redis_client(settings.redis)
     try:
         store = memory_store(settings, client)
         ltm = long_term_store(settings, client)
@@ -139,7 +139,7 @@ async def _running_flow(
     settings: Settings, client: RedisClient, key: ConversationKey
 ) -> dict[str, Any] | None:
     """The conversation's flow as checkpointed (``LLM_BOT_PERSONAS_PATH``'s flows), or None."""
-    runner = flow_runner(settings, personas(settings), client)
+    runner = flow_runner(settings, personas(settings.personas), client)
     if runner is None:
         return None
     state = await runner.state(key)
@@ -154,7 +154,7 @@ def _span(turns: list[int]) -> str:
 
 
 async def forget_memory(settings: Settings, tenant_id: str, user_id: str, conversation: str) -> int:
-    client = redis_client(settings)
+    client = redis_client(settings.redis)
     try:
         eraser = Eraser(
             store=memory_store(settings, client),

@@ -44,12 +44,12 @@ class _Parts:
 @asynccontextmanager
 async def _parts(settings: Settings) -> AsyncIterator[_Parts]:
     metrics = Metrics(registry=CollectorRegistry())
-    model = embedder(settings, rate_limiter(settings, metrics))
+    model = embedder(settings, rate_limiter(settings.rate_limits, metrics))
     if model is None:
         raise ConfigurationError(
             "invalid configuration: LLM_BOT_EMBEDDINGS: retrieval is off; set local or openai"
         )
-    client = redis_client(settings)
+    client = redis_client(settings.redis)
     try:
         yield _Parts(client, model, recall_index(settings, client), metrics)
     finally:
@@ -64,7 +64,7 @@ async def show_recall(settings: Settings, key: ConversationKey, text: str) -> li
         retriever = Retriever(
             embedder=parts.embedder,
             index=parts.index,
-            settings=retriever_settings(settings),
+            settings=retriever_settings(settings.retrieval, settings.model.context_budget()),
             metrics=parts.metrics,
             tracer=NoOpTracerProvider().get_tracer(__name__),
         )
@@ -111,8 +111,8 @@ async def reindex(
     ``rebuild`` their index is dropped first (after a change of embedding model). Returns
     the entries written. Safe beside a running worker: both write under the user's erasure
     generation and neither writes an entry twice."""
-    keys = RedisKeys(prefix=settings.redis_key_prefix)
-    client = redis_client(settings)
+    keys = RedisKeys(prefix=settings.redis.key_prefix)
+    client = redis_client(settings.redis)
     try:
         users = await _conversations_by_user(client, keys, tenant_id, user_id)
         for tenant, user in sorted(users):  # memory from before the key registry existed
@@ -121,7 +121,7 @@ async def reindex(
             await backfill(client, keys.registry(tenant, user), pattern, fixed=fixed)
     finally:
         await client.aclose()
-    if settings.embeddings == "off":
+    if settings.retrieval.embeddings == "off":
         progress(f"{len(users)} users' keys registered; retrieval is off: nothing indexed")
         return 0
     async with _parts(settings) as parts:

@@ -23,9 +23,10 @@ async def run_consumer(settings: Settings) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    process = settings.process
     health = HealthServer(
-        host=settings.http_host,
-        port=settings.http_port,
+        host=process.http_host,
+        port=process.http_port,
         checks={
             "broker": _async(service.consumer.readiness),
             "redis": lambda: redis_readiness(service.redis),
@@ -38,11 +39,14 @@ async def run_consumer(settings: Settings) -> None:
         await service.consumer.start()
         freeze_startup_heap()
         log.info(
-            "service.ready", model=settings.openai_model, api=settings.api, http_port=health.port
+            "service.ready",
+            model=settings.model.name,
+            api=settings.model.api,
+            http_port=health.port,
         )
         await stop.wait()
         log.info("service.stopping", in_flight=service.consumer.in_flight)
-        await service.consumer.stop(grace_seconds=settings.shutdown_grace_seconds)
+        await service.consumer.stop(grace_seconds=process.shutdown_grace_seconds)
     finally:
         await health.stop()
         await service.close()

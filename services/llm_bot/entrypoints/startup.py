@@ -19,7 +19,7 @@ from redis.exceptions import AuthenticationWrongNumberOfArgsError, RedisError, R
 from llm_bot.adapters.rabbit_connection import AmqpNoAnswer
 from llm_bot.adapters.redis_connection import RedisClient
 from llm_bot.amqp_url import hosts_of
-from llm_bot.config import Settings
+from llm_bot.config import BrokerConfig, RedisConfig
 from llm_bot.errors import DependencyUnavailable
 
 
@@ -42,18 +42,18 @@ async def redis_readiness(client: RedisClient) -> str | None:
     return None
 
 
-def describe_failure(exc: BaseException, settings: Settings) -> str | None:
+def describe_failure(exc: BaseException, *, broker: BrokerConfig, redis: RedisConfig) -> str | None:
     """One line naming what to fix when ``exc`` (or what caused it) is a failure to reach
     RabbitMQ or Redis; None for anything else."""
     for cause in _chain(exc):
-        line = describe_amqp_failure(cause, settings) or describe_redis_failure(cause, settings)
+        line = describe_amqp_failure(cause, broker) or describe_redis_failure(cause, redis)
         if line is not None:
             return line
     return None
 
 
-def describe_amqp_failure(exc: BaseException, settings: Settings) -> str | None:
-    where = hosts_of(settings.amqp_url.get_secret_value())
+def describe_amqp_failure(exc: BaseException, broker: BrokerConfig) -> str | None:
+    where = hosts_of(broker.url.get_secret_value())
     if isinstance(exc, ProbableAuthenticationError | AuthenticationError):
         return (
             f"RabbitMQ at {where} refused the user or password in AMQP_URL (ACCESS_REFUSED); "
@@ -74,8 +74,8 @@ def describe_amqp_failure(exc: BaseException, settings: Settings) -> str | None:
     return None
 
 
-def describe_redis_failure(exc: BaseException, settings: Settings) -> str | None:
-    where = _host_port(settings.redis_url.get_secret_value(), default_port=6379)
+def describe_redis_failure(exc: BaseException, redis: RedisConfig) -> str | None:
+    where = _host_port(redis.url.get_secret_value(), default_port=6379)
     auth = (RedisAuthenticationError, AuthenticationWrongNumberOfArgsError)
     if isinstance(exc, auth) or (isinstance(exc, ResponseError) and "NOAUTH" in str(exc)):
         return f"Redis at {where} refused the password in REDIS_URL; fix REDIS_URL"

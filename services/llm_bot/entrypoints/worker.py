@@ -29,9 +29,10 @@ async def run_worker(settings: Settings) -> None:
     async def broker_ready() -> str | None:
         return worker.consumer.readiness()
 
+    process, memory = settings.process, settings.memory
     health = HealthServer(
-        host=settings.http_host,
-        port=settings.http_port,
+        host=process.http_host,
+        port=process.http_port,
         checks={"broker": broker_ready, "redis": lambda: redis_readiness(worker.redis)},
         registry=worker.metrics.registry,
     )
@@ -45,8 +46,8 @@ async def run_worker(settings: Settings) -> None:
             sweep_forever(
                 progress=worker.progress,
                 publish=worker.consumer.publish_job,
-                idle_seconds=settings.memory_ttl_seconds,
-                interval_seconds=settings.sweep_interval_seconds,
+                idle_seconds=memory.ttl_seconds,
+                interval_seconds=memory.sweep_interval_seconds,
                 stop=stop,
                 clock=time.time,
                 also=worker.sweeps(),
@@ -55,7 +56,7 @@ async def run_worker(settings: Settings) -> None:
         )
         log.info("worker.ready", http_port=health.port)
         await stop.wait()
-        await worker.consumer.stop(grace_seconds=settings.shutdown_grace_seconds)
+        await worker.consumer.stop(grace_seconds=process.shutdown_grace_seconds)
     finally:
         stop.set()
         if sweeper is not None:

@@ -94,7 +94,9 @@ async def replay_dead_letters_by_code(
     ``ReplayFailed`` as there (what was not replayed stays in the DLQ), audited as a failed
     replay with the count replayed before it stopped."""
     try:
-        result = await replay_dead_letters(inspector.settings, limit=None, code=code, queue=queue)
+        result = await replay_dead_letters(
+            inspector.settings.broker, limit=None, code=code, queue=queue
+        )
     except (DlqNotFound, ReplayFailed) as exc:
         _audit(
             inspector,

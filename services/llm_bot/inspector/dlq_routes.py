@@ -37,10 +37,10 @@ def _queue_and_code(queue: str, code: str) -> None:
 
 async def dlq_view(pages: Pages, queue: str) -> dict[str, Any]:
     """One DLQ: its name, depth, and the codes of the dead letters at its head."""
-    settings = pages.inspector.settings
-    name = topology_of(settings, queue).dlq
+    broker = pages.inspector.settings.broker
+    name = topology_of(broker, queue).dlq
     try:
-        letters, depth = await list_dead_letters(settings, limit=SHOWN, queue=queue)
+        letters, depth = await list_dead_letters(broker, limit=SHOWN, queue=queue)
     except DlqNotFound:
         return {"queue": queue, "name": name, "exists": False, "depth": 0, "codes": []}
     codes = Counter(letter.code for letter in letters)

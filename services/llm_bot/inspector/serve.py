@@ -37,15 +37,16 @@ def yield_cpu() -> int:
 
 
 async def run_inspector(settings: Settings) -> None:
-    inspector_keys(settings)  # refuses (one line) before anything connects
+    listen = settings.inspector
+    inspector_keys(listen)  # refuses (one line) before anything connects
     niceness = yield_cpu()
     inspector = build_inspector(settings)
     try:
         await check_redis(inspector.base.redis)
         config = uvicorn.Config(
             create_app(inspector),
-            host=settings.inspector_host,
-            port=settings.inspector_port,
+            host=listen.host,
+            port=listen.port,
             lifespan="off",
             log_config=None,
             access_log=False,
@@ -53,8 +54,8 @@ async def run_inspector(settings: Settings) -> None:
         )
         log.info(
             "inspector.listening",
-            host=settings.inspector_host,
-            port=settings.inspector_port,
+            host=listen.host,
+            port=listen.port,
             niceness=niceness,
         )
         await uvicorn.Server(config).serve()

@@ -133,7 +133,7 @@ async def user_view(
             episodes=episodes,
             events=events,
         ),
-        "raw_trace_retention_days": inspector.settings.raw_trace_retention_days,
+        "raw_trace_retention_days": inspector.settings.memory.raw_trace_retention_days,
         "conversations": [
             {
                 "conversation_id": c.key.conversation_id,

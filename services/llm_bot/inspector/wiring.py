@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter
 
-from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.adapters.redis_ltm import RedisLongTermStore
 from llm_bot.adapters.redis_memory import RedisMemoryStore
 from llm_bot.bootstrap import (
@@ -20,10 +19,11 @@ from llm_bot.bootstrap import (
     memory_store,
     personas,
     progress_store,
+    redis_keys,
     utc_now,
     worker_indexer,
 )
-from llm_bot.config import ConfigurationError, Settings
+from llm_bot.config import ConfigurationError, InspectorConfig, Settings
 from llm_bot.graph.state import GraphContext
 from llm_bot.inspector.access_keys import InspectorKeys
 from llm_bot.inspector.sessions import Sessions
@@ -60,10 +60,10 @@ class Inspector:
         await self.base.close()
 
 
-def inspector_keys(settings: Settings) -> InspectorKeys:
+def inspector_keys(config: InspectorConfig) -> InspectorKeys:
     """The configured keys; ``ConfigurationError`` (one line) when none or malformed."""
     try:
-        keys = InspectorKeys.parse(settings.inspector_keys)
+        keys = InspectorKeys.parse(config.keys)
     except ValueError as exc:
         raise ConfigurationError(f"invalid configuration: LLM_BOT_INSPECTOR_KEYS: {exc}") from exc
     if not keys:
@@ -82,14 +82,14 @@ def build_inspector(
 ) -> Inspector:
     """``keys``: the configured ones by default (``InspectorKeys()`` for the terminal's
     ``memory why``, which logs nobody in)."""
-    keys = inspector_keys(settings) if keys is None else keys
+    keys = inspector_keys(settings.inspector) if keys is None else keys
     base = build_foundation(
         settings,
         tracer_provider=None,
         registry=CollectorRegistry(),  # the dry run's retriever counts here, never exported
     )
     store = memory_store(settings, base.redis)
-    catalog = personas(settings)
+    catalog = personas(settings.personas)
     context = graph_context(settings, base, store, catalog)
     ltm = long_term_store(settings, base.redis)
     return Inspector(
@@ -99,9 +99,7 @@ def build_inspector(
         context=context,
         store=store,
         ltm=ltm,
-        directory=RedisTenantDirectory(
-            client=base.redis, keys=RedisKeys(prefix=settings.redis_key_prefix)
-        ),
+        directory=RedisTenantDirectory(client=base.redis, keys=redis_keys(settings.redis)),
         facts=fact_editor(settings, base, ltm),
         metrics=InspectorMetrics(registry or CollectorRegistry()),
     )

@@ -1,12 +1,13 @@
-"""Configuration from the environment (and an optional ``.env`` file), validated at start.
+"""The environment variables (and an optional ``.env`` file), read and validated at start.
 
-Variable names are part of the contract (SPEC section 7). Nothing reads the environment
-at import time: the composition root calls :func:`load_settings` once.
+Variable names are part of the contract (SPEC section 7): one flat field per variable, each
+field's alias its variable. The service reads them through the groups (``groups.py``,
+``process_groups.py``), properties of :class:`Settings`. Nothing reads the environment at
+import time: the composition root calls :func:`load_settings` once.
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Literal
 
@@ -14,7 +15,6 @@ from pydantic import (
     AliasChoices,
     Field,
     SecretStr,
-    ValidationError,
     ValidationInfo,
     field_validator,
 )
@@ -22,12 +22,29 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from llm_bot.access_lists import parse_key_entries, parse_tenant_personas, parse_token_secrets
 from llm_bot.amqp_url import parse_amqp_url
-from llm_bot.context_budget import ContextBudget, default_context_budget
-from llm_bot.contract.identifiers import ID_PATTERN
+from llm_bot.config.groups import (
+    BrokerConfig,
+    DeliveryConfig,
+    FairnessConfig,
+    LongTermConfig,
+    MemoryConfig,
+    ModelConfig,
+    PersonaConfig,
+    RateLimitConfig,
+    RedisConfig,
+    RetrievalConfig,
+    ToolConfig,
+)
+from llm_bot.config.process_groups import (
+    GatewayConfig,
+    InspectorConfig,
+    LoggingConfig,
+    ProcessConfig,
+)
+from llm_bot.config.tenant_weights import parse_tenant_weights
+from llm_bot.context_budget import ContextBudget
 from llm_bot.redis_url import parse_redis_url
 from llm_bot.token_budgets import TenantTokenBudgets
-
-__all__ = ["ID_PATTERN"]  # where the inspector imports it from; its home is contract/identifiers.py
 
 
 def _env(name: str) -> AliasChoices:
@@ -35,7 +52,8 @@ def _env(name: str) -> AliasChoices:
 
 
 class Settings(BaseSettings):
-    """Every setting of the service; each field's alias is its environment variable."""
+    """Every setting of the service, flat; each field's alias is its environment variable.
+    The groups (``settings.broker``, ``settings.retrieval``, ...) are what modules take."""
 
     model_config = SettingsConfigDict(
         env_file=".env",
@@ -355,78 +373,78 @@ class Settings(BaseSettings):
     def _blank_is_none(cls, value: object) -> object:
         return None if value == "" else value
 
+    # The groups (``groups.py``, ``process_groups.py``): typed, frozen views of the variables above, built on
+    # each access, so they follow a ``model_copy`` of the settings.
+
+    @property
+    def broker(self) -> BrokerConfig:
+        return BrokerConfig.of(self)
+
+    @property
+    def redis(self) -> RedisConfig:
+        return RedisConfig.of(self)
+
+    @property
+    def model(self) -> ModelConfig:
+        return ModelConfig.of(self)
+
+    @property
+    def rate_limits(self) -> RateLimitConfig:
+        return RateLimitConfig.of(self)
+
+    @property
+    def memory(self) -> MemoryConfig:
+        return MemoryConfig.of(self)
+
+    @property
+    def long_term(self) -> LongTermConfig:
+        return LongTermConfig.of(self)
+
+    @property
+    def retrieval(self) -> RetrievalConfig:
+        return RetrievalConfig.of(self)
+
+    @property
+    def delivery(self) -> DeliveryConfig:
+        return DeliveryConfig.of(self)
+
+    @property
+    def fairness(self) -> FairnessConfig:
+        return FairnessConfig.of(self)
+
+    @property
+    def personas(self) -> PersonaConfig:
+        return PersonaConfig.of(self)
+
+    @property
+    def tools(self) -> ToolConfig:
+        return ToolConfig.of(self)
+
+    @property
+    def process(self) -> ProcessConfig:
+        return ProcessConfig.of(self)
+
+    @property
+    def logging(self) -> LoggingConfig:
+        return LoggingConfig.of(self)
+
+    @property
+    def gateway(self) -> GatewayConfig:
+        return GatewayConfig.of(self)
+
+    @property
+    def inspector(self) -> InspectorConfig:
+        return InspectorConfig.of(self)
+
+    def token_budgets(self) -> TenantTokenBudgets:
+        """``LLM_BOT_TENANT_TOKEN_BUDGETS``, parsed (``token_budgets.py``): read by ``run``,
+        ``worker`` and ``gateway``."""
+        return TenantTokenBudgets.parse(self.tenant_token_budgets)
+
     def context_budget(self) -> ContextBudget:
-        """The model's defaults (by name) with any configured override applied."""
-        base = default_context_budget(self.openai_model)
-        return ContextBudget(
-            max_context_tokens=self.max_context_tokens or base.max_context_tokens,
-            max_output_tokens=self.max_output_tokens or base.max_output_tokens,
-            safety_margin=self.context_safety_margin,
-        )
+        """The model's (``settings.model.context_budget()``)."""
+        return self.model.context_budget()
 
     @property
     def openai_timeout_seconds(self) -> float:
-        return self.openai_timeout_ms / 1000
-
-    def tenant_share(self) -> int:
-        """Slots a tenant may hold on a replica while others wait (weight 1): the setting,
-        else a quarter of the prefetch (so four tenants can be served at full share)."""
-        return self.tenant_max_in_flight or max(1, self.prefetch // 4)
-
-    def tenant_weight_map(self) -> dict[str, float]:
-        return parse_tenant_weights(self.tenant_weights)
-
-    def token_budgets(self) -> TenantTokenBudgets:
-        """``LLM_BOT_TENANT_TOKEN_BUDGETS``, parsed (``token_budgets.py``)."""
-        return TenantTokenBudgets.parse(self.tenant_token_budgets)
-
-
-def parse_tenant_weights(text: str) -> dict[str, float]:
-    """``LLM_BOT_TENANT_WEIGHTS``: ``tenant=weight`` pairs separated by commas
-    (``gold=2,trial=0.5``); a tenant not named has weight 1. ``ValueError`` says what is
-    wrong."""
-    weights: dict[str, float] = {}
-    for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
-        tenant, sep, value = part.partition("=")
-        tenant = tenant.strip()
-        if not sep or not tenant:
-            raise ValueError(f"{part!r} is not tenant=weight")
-        try:
-            weight = float(value)
-        except ValueError:
-            raise ValueError(f"weight of {tenant!r} is not a number: {value.strip()!r}") from None
-        if not math.isfinite(weight) or weight <= 0:
-            raise ValueError(f"weight of {tenant!r} must be a positive number")
-        if tenant in weights:
-            raise ValueError(f"tenant {tenant!r} is named twice")
-        weights[tenant] = weight
-    return weights
-
-
-class ConfigurationError(Exception):
-    """Invalid configuration; ``str()`` is one line naming the variable."""
-
-
-def _variable_name(loc: tuple[int | str, ...]) -> str:
-    field = str(loc[0]) if loc else "?"
-    info = Settings.model_fields.get(field)
-    if info is not None and isinstance(info.validation_alias, AliasChoices):
-        return str(info.validation_alias.choices[0])
-    return field.upper()
-
-
-def load_settings(**overrides: object) -> Settings:
-    """Read and validate the settings; raise :class:`ConfigurationError` on a bad value."""
-    try:
-        return Settings(**overrides)  # type: ignore[arg-type]  # overrides are validated here
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        name = _variable_name(tuple(first["loc"]))
-        raw = first.get("input")
-        hidden = isinstance(raw, dict) or any(word in name for word in ("URL", "KEY", "SECRET"))
-        shown = "" if hidden else f" (got {raw!r})"
-        raise ConfigurationError(
-            f"invalid configuration: {name}: {first['msg'].removeprefix('Value error, ')}{shown}"
-        ) from exc
+        return self.model.timeout_seconds
