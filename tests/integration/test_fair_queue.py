@@ -104,6 +104,7 @@ async def test_a_completion_takes_the_next_conversation_in_its_round_trip(
     await queue.make_ready(other)
     first = await _take(queue, "t1")
     assert (first.message.body, first.behind) == (b"b0", 1)
+    await asyncio.sleep(0.002)  # ready scores are milliseconds: a tie goes by member name
     done = await queue.complete_and_take(first, "t1", look=True)
     assert done.remaining == 1
     assert isinstance(done.taken, Taken)
