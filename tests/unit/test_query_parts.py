@@ -26,8 +26,9 @@ THAI_ASKS_FIVE = (
 
 
 def test_thai_questions_are_cut_at_the_spaces_between_phrases() -> None:
+    """Five questions that ask for something; the polite request before them ("can you
+    remind me?", a yes/no particle) is none."""
     assert question_parts(THAI_ASKS_FIVE) == [
-        "ช่วยเตือนหน่อยได้ไหมคะ",
         "ว่าฉันชื่ออะไร",
         "ที่บ้านพูดภาษาอะไร",
         "หมายเลขคำสั่งซื้อคืออะไร",
@@ -61,6 +62,7 @@ def test_english_questions_are_cut_at_commas_and_a_joining_and() -> None:
         "I know what you mean, and where you are going with it.",  # a statement
         "Which of these, the red or the blue one, is cheaper?",  # one question
         "ฉันชื่ออะไร",
+        "มีสีขาวไหมคะ แล้วมีขนาดใหญ่กว่านี้ไหม",  # two yes/no questions: searched whole
         "ok thanks",
     ],
 )

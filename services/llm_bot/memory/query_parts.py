@@ -10,7 +10,9 @@ message's, finds each answer as a single question would (the "decomposition" of 
 questions in retrieval for question answering; Min et al., ACL 2019, split multi-hop
 questions into single-hop ones).
 
-A part is a clause with a question word, of a sentence that ends with a question mark (Thai
+A part is a clause with a question word (what, which, how much...: a question that asks
+for something, not a yes/no particle such as ไหม, which mostly makes a request polite:
+"ช่วยเตือนหน่อยได้ไหมคะ", "can you remind me?"), of a sentence that ends with a question mark (Thai
 marks questions with words, not marks: any Thai sentence): clauses are cut at commas,
 semicolons and a joining "and"/"or", and in Thai, written without spaces between words, at
 the spaces between phrases. A message with fewer than two such parts asks one thing and is
@@ -45,7 +47,7 @@ _THAI = re.compile(r"[\u0e00-\u0e7f]")
 _QUESTION_WORD = re.compile(
     r"(?<![\w'])(?:what|what's|which|who|who's|whom|whose|where|where's|when|why|how|how's)"
     r"(?![\w'])"
-    r"|อะไร|ไหน|เท่าไ|กี่|ใคร|เมื่อไ|ยังไง|อย่างไร|ทำไม|ไหม|มั้ย|หรือเปล่า|หรือยัง|รึเปล่า",
+    r"|อะไร|ไหน|เท่าไ|กี่|ใคร|เมื่อไ|ยังไง|อย่างไร|ทำไม",
     re.IGNORECASE,
 )
 
