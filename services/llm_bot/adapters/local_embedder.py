@@ -170,7 +170,8 @@ class LocalEmbedder:
     Passages asked for while others are being embedded wait and go together in the next
     call (the memory worker runs several jobs at once, each with a few hundred texts):
     a bigger pool groups texts of closer lengths, so less padding (docs/benchmarks.md);
-    the first asks alone, so an idle worker waits for nothing.
+    the first asks alone, so an idle worker waits for nothing. Up to one call per thread
+    runs at once, so no thread idles while another finishes a call's last share.
 
     By default the English model of this module; ``script_embedder`` passes its own
     ``encode`` (the English and multilingual models together)."""
@@ -195,7 +196,10 @@ class LocalEmbedder:
         )
         self._waiting: list[tuple[Sequence[str], asyncio.Future[Matrix]]] = []
         """Passages asked for while a call runs, with the futures that answer them."""
-        self._passages: asyncio.Task[None] | None = None
+        self._passages: set[asyncio.Task[None]] = set()
+        """Calls of waiting passages under way: up to one per thread, so a thread that
+        finishes its share of one call takes the next call's instead of waiting for the
+        other thread to finish (a call ends when its slowest share does)."""
 
     def preload(self, load: Callable[[], object]) -> None:
         """Run ``load`` on one of the embedder's threads now, without waiting for it (a
@@ -217,8 +221,9 @@ class LocalEmbedder:
             return await self._run(texts, parts=1)
         answer: asyncio.Future[Matrix] = asyncio.get_running_loop().create_future()
         self._waiting.append((texts, answer))
-        if self._passages is None or self._passages.done():
-            self._passages = asyncio.create_task(self._embed_waiting())
+        self._passages = {task for task in self._passages if not task.done()}
+        if len(self._passages) < self._threads:
+            self._passages.add(asyncio.create_task(self._embed_waiting()))
         return await answer
 
     async def _embed_waiting(self) -> None:
@@ -258,8 +263,8 @@ class LocalEmbedder:
         return vectors
 
     async def aclose(self) -> None:
-        if self._passages is not None:
-            self._passages.cancel()
+        for task in self._passages:
+            task.cancel()
         for _, answer in self._waiting:
             answer.cancel()
         self._waiting = []
