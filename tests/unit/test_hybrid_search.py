@@ -23,25 +23,9 @@ from llm_bot.memory.recall_budget import within_tokens
 from llm_bot.memory.recall_items import IndexEntry
 from llm_bot.memory.tokens import TiktokenCounter
 from tests.support.embeddings import hashed_vector
+from tests.support.index_entries import entry
 
 COUNTER = TiktokenCounter()
-
-
-def entry(
-    entry_id: str, text: str, *, source: str | None = None, speaker: str = "user"
-) -> IndexEntry:
-    return IndexEntry(
-        id=entry_id,
-        kind="message",
-        text=text,
-        speaker=speaker,
-        date="2025-07-30T10:00:00+00:00",
-        conversation_id="c1",
-        turn=1,
-        seq=0,
-        source_id=source or entry_id,
-        terms=tuple(keyword_terms(f"{speaker} {text}")),
-    )
 
 
 def snapshot(*texts: str) -> IndexSnapshot:

@@ -12,11 +12,11 @@ from prometheus_client import CollectorRegistry
 from llm_bot.memory.hybrid_search import IndexSnapshot, SearchQuery, search
 from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.query_parts import MAX_PARTS, PART_NEAREST, question_parts
-from llm_bot.memory.recall_items import IndexEntry
 from llm_bot.service.retriever import RetrievalSettings, Retriever
 from llm_bot.telemetry.metrics import Metrics
 from tests.support.in_memory import InMemoryErasures
 from tests.support.in_memory_index import InMemoryRecallIndex
+from tests.support.index_entries import entry
 from tests.support.reply_path import KEY
 
 THAI_ASKS_FIVE = (
@@ -78,21 +78,6 @@ def test_at_most_max_parts_are_searched() -> None:
 def unit(*values: float) -> np.ndarray:
     vector = np.asarray(values, dtype=np.float32)
     return vector / np.linalg.norm(vector)
-
-
-def entry(entry_id: str, text: str) -> IndexEntry:
-    return IndexEntry(
-        id=entry_id,
-        kind="message",
-        text=text,
-        speaker="user",
-        date="2025-07-30T10:00:00+00:00",
-        conversation_id="c1",
-        turn=1,
-        seq=0,
-        source_id=entry_id,
-        terms=tuple(keyword_terms(text)),
-    )
 
 
 def test_each_question_finds_its_answer_where_the_whole_message_finds_none() -> None:
