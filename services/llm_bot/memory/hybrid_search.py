@@ -1,7 +1,8 @@
 """Hybrid search over one user's index, in memory (SPEC 5.7). Pure: no I/O.
 
 :class:`IndexSnapshot` holds a user's entries, their unit-length embeddings (rows of a
-matrix per model's block of columns, ``_Embeddings``) and a keyword inverted index. :func:`search` ranks the entries for a query twice:
+matrix per model's block of columns, ``_Embeddings``) and a keyword inverted index.
+:func:`search` ranks the entries for a query twice:
 
 - **dense**: cosine similarity of the query's embedding with each entry's, kept when at
   or above ``min_score`` (``LLM_BOT_RETRIEVAL_MIN_SCORE``). An entry of several sentences
