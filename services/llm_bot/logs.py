@@ -45,10 +45,14 @@ def configure_logging(*, level: str = "info", fmt: Literal["json", "console"] = 
     renderer: structlog.types.Processor = (
         structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer()
     )
+    # One PrintLogger for every logger (what PrintLoggerFactory would make anew each
+    # time): loggers are assembled on every call (not cached, so structlog's testing
+    # helpers see reconfiguration), and a PrintLogger holds only the file and its lock.
+    printer = structlog.PrintLogger(file=sys.stderr)
     structlog.configure(
         processors=[*shared, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=lambda *_: printer,
         cache_logger_on_first_use=False,
     )
     # Libraries (aio-pika, aiormq, openai) log through the stdlib: render them the same

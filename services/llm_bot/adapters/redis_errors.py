@@ -13,7 +13,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
 from typing import Any, TypeVar
 
 from redis.exceptions import RedisError
@@ -31,7 +33,11 @@ def redis_failures_as_unavailable(where: str) -> Iterator[None]:
     try:
         yield
     except REDIS_FAILURES as exc:
-        raise MemoryUnavailable(f"redis failed in {where}: {type(exc).__name__}") from exc
+        raise _unavailable(where, exc) from exc
+
+
+def _unavailable(where: str, exc: BaseException) -> MemoryUnavailable:
+    return MemoryUnavailable(f"redis failed in {where}: {type(exc).__name__}")
 
 
 def redis_failures_retryable(cls: type[T]) -> type[T]:
@@ -50,8 +56,12 @@ def redis_failures_retryable(cls: type[T]) -> type[T]:
 def _coroutine(method: Callable[..., Any], where: str) -> Callable[..., Any]:
     @functools.wraps(method)
     async def translated(*args: Any, **kwargs: Any) -> Any:
-        with redis_failures_as_unavailable(where):
+        # What ``redis_failures_as_unavailable`` does, written out: this wraps every Redis
+        # call of the reply path, and a generator context manager per call costs more.
+        try:
             return await method(*args, **kwargs)
+        except REDIS_FAILURES as exc:
+            raise _unavailable(where, exc) from exc
 
     return translated
 
@@ -60,10 +70,46 @@ def _context_manager(method: Callable[..., Any], where: str) -> Callable[..., An
     """For ``@asynccontextmanager`` methods: failures entering or leaving are translated."""
 
     @functools.wraps(method)
-    @contextlib.asynccontextmanager
-    async def translated(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        with redis_failures_as_unavailable(where):
-            async with method(*args, **kwargs) as value:
-                yield value
+    def translated(*args: Any, **kwargs: Any) -> _Translated:
+        return _Translated(method, args, kwargs, where)
 
     return translated
+
+
+class _Translated:
+    """What ``redis_failures_as_unavailable`` around ``async with method(...)`` did, as a
+    class (a lease's ``renewed`` is entered once per event): Redis failures entering,
+    leaving or raised inside the block (and not suppressed) become ``MemoryUnavailable``."""
+
+    __slots__ = ("_args", "_inner", "_kwargs", "_method", "_where")
+
+    def __init__(
+        self, method: Callable[..., Any], args: Any, kwargs: dict[str, Any], where: str
+    ) -> None:
+        self._method = method
+        self._args = args
+        self._kwargs = kwargs
+        self._where = where
+        self._inner: AbstractAsyncContextManager[Any] | None = None
+
+    async def __aenter__(self) -> Any:
+        try:
+            self._inner = self._method(*self._args, **self._kwargs)
+            return await self._inner.__aenter__()
+        except REDIS_FAILURES as exc:
+            raise _unavailable(self._where, exc) from exc
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
+        assert self._inner is not None  # noqa: S101  # entered
+        try:
+            suppressed = await self._inner.__aexit__(exc_type, exc, traceback)
+        except REDIS_FAILURES as failure:
+            raise _unavailable(self._where, failure) from failure
+        if not suppressed and isinstance(exc, REDIS_FAILURES):
+            raise _unavailable(self._where, exc) from exc
+        return suppressed

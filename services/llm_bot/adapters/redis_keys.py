@@ -9,6 +9,7 @@ exactly one user's keys. Ids are validated again here before any key is built.
 
 from __future__ import annotations
 
+import functools
 import re
 import zlib
 from dataclasses import dataclass
@@ -23,6 +24,15 @@ def _checked(value: str, what: str) -> str:
     if not _ID.fullmatch(value):
         raise ValueError(f"{what} does not match the id pattern")
     return value
+
+
+@functools.lru_cache(maxsize=4096)
+def _user_scope(prefix: str, tenant_id: str, user_id: str) -> str:
+    """``prefix:{tenant|user}``, its ids checked; remembered per user (an event builds it
+    about 20 times), an invalid id raising every time (an exception is not cached)."""
+    tenant = _checked(tenant_id, "tenant_id")
+    user = _checked(user_id, "user_id")
+    return f"{prefix}:{{{tenant}|{user}}}"
 
 
 def activity_member(key: ConversationKey) -> str:
@@ -78,9 +88,7 @@ class RedisKeys:
     prefix: str = "llmbot"
 
     def user_scope(self, tenant_id: str, user_id: str) -> str:
-        tenant = _checked(tenant_id, "tenant_id")
-        user = _checked(user_id, "user_id")
-        return f"{self.prefix}:{{{tenant}|{user}}}"
+        return _user_scope(self.prefix, tenant_id, user_id)
 
     def working_memory(self, key: ConversationKey) -> str:
         return f"{self.user_scope(key.tenant_id, key.user_id)}:wm:{self._conv(key)}"

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import random
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import structlog
@@ -81,13 +81,11 @@ class RedisConversationLease:
     async def renewed(self, key: ConversationKey, token: str) -> AsyncIterator[None]:
         """Keep a lease taken elsewhere (the fair queue takes a conversation with its
         lease) renewed while the block runs; releasing it is the taker's."""
-        renewer = asyncio.create_task(self._keep_renewed(self._keys.lease(key), token))
+        renewal = _Renewal(self._renew_once, self._keys.lease(key), token, self._ttl_ms / 3000)
         try:
             yield
         finally:
-            renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewer
+            await renewal.stop()
 
     async def _acquire(self, name: str, token: str) -> None:
         loop = asyncio.get_running_loop()
@@ -103,15 +101,55 @@ class RedisConversationLease:
             await asyncio.sleep(pause * (0.5 + random.random() / 2))  # noqa: S311  # jitter, not cryptography
             pause = min(pause * 2, POLL_MAX_SECONDS)
 
-    async def _keep_renewed(self, name: str, token: str) -> None:
-        interval = self._ttl_ms / 3000
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                renewed = await self._renew(keys=[name], args=[token, self._ttl_ms])
-            except (RedisError, OSError):
-                log.warning("lease.renew_failed")
-                continue
-            if not renewed:
-                log.warning("lease.lost")
-                return
+    async def _renew_once(self, name: str, token: str) -> bool:
+        """Renew once; False when the lease is lost (renewing stops), True otherwise (a
+        failed renewal is tried again one interval later)."""
+        try:
+            renewed = await self._renew(keys=[name], args=[token, self._ttl_ms])
+        except (RedisError, OSError):
+            log.warning("lease.renew_failed")
+            return True
+        if not renewed:
+            log.warning("lease.lost")
+            return False
+        return True
+
+
+@redis_failures_retryable
+class _Renewal:
+    """A lease renewed every ``interval`` seconds until stopped or lost: a timer between
+    renewals, a task only while one runs (most blocks end before the first is due, and a
+    task per block cost more than the block's own bookkeeping)."""
+
+    def __init__(
+        self,
+        renew: Callable[[str, str], Awaitable[bool]],
+        name: str,
+        token: str,
+        interval: float,
+    ) -> None:
+        self._renew = renew
+        self._name = name
+        self._token = token
+        self._interval = interval
+        self._loop = asyncio.get_running_loop()
+        self._task: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = self._loop.call_later(interval, self._due)
+
+    def _due(self) -> None:
+        self._timer = None
+        self._task = self._loop.create_task(self._run())
+
+    async def _run(self) -> None:
+        if await self._renew(self._name, self._token):
+            self._timer = self._loop.call_later(self._interval, self._due)
+
+    async def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        task = self._task
+        if task is not None:  # awaited even when done: a renewal's failure surfaces here
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

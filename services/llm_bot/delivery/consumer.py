@@ -39,6 +39,7 @@ from llm_bot.adapters.rabbit_replies import RabbitReplies
 from llm_bot.adapters.rabbit_topology import Topology, declare_topology
 from llm_bot.contract import CandidateV1, FlowResultV1, InternalEventV2, MemoryJobV1
 from llm_bot.delivery.fair_dispatch import ADMISSION_WINDOW, FairDispatcher, Fairness
+from llm_bot.delivery.gc_tuning import CONSUMING_GC
 from llm_bot.delivery.settlements import RabbitSettlement, Settlement
 from llm_bot.errors import DependencyUnavailable, PublishFailed
 from llm_bot.header_text import undecodable
@@ -101,6 +102,7 @@ class EventConsumer:
         self._consumer_tag: str | None = None
         self._publisher: RabbitPublisher | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._gc_held = False
 
     @property
     def in_flight(self) -> int:
@@ -174,6 +176,9 @@ class EventConsumer:
             )
             self._dispatcher.start()
         self._consumer_tag = await self._queue.consume(self._on_message, no_ack=False)
+        if not self._gc_held:  # start-up is over: the collector tuned for consuming
+            CONSUMING_GC.hold()
+            self._gc_held = True
         log.info("consumer.started", queue=self._topology.ingress_queue, prefetch=self._prefetch)
 
     async def stop(self, *, grace_seconds: float) -> None:
@@ -192,6 +197,9 @@ class EventConsumer:
             if pending:
                 await asyncio.gather(*pending, return_exceptions=True)
                 log.warning("consumer.requeued_on_shutdown", count=len(pending))
+        if self._gc_held:
+            self._gc_held = False
+            CONSUMING_GC.release()
         if self._connection is not None:
             await self._connection.close()
         log.info("consumer.stopped")

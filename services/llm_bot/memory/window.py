@@ -83,16 +83,21 @@ def _eviction_blocks(messages: Sequence[ChatMessage]) -> list[list[ChatMessage]]
     """Group messages into evictable blocks: whole turns, joined when a tool call spans them."""
     blocks: list[list[ChatMessage]] = []
     block_turns: list[set[int]] = []
+    turn_block: dict[int, int] = {}  # each turn is in exactly one block
     call_block: dict[str, int] = {}
     for message in messages:
-        index = next((i for i, turns in enumerate(block_turns) if message.turn in turns), None)
+        index = turn_block.get(message.turn)
         if index is None:
+            index = len(blocks)
             blocks.append([])
             block_turns.append({message.turn})
-            index = len(blocks) - 1
-        owner = call_block.get(message.tool_call_id or "")
-        if message.tool_call_id is not None and owner is not None and owner != index:
-            index = _join_blocks(blocks, block_turns, call_block, owner, index)
+            turn_block[message.turn] = index
+        if message.tool_call_id is not None:
+            owner = call_block.get(message.tool_call_id)
+            if owner is not None and owner != index:
+                index = _join_blocks(blocks, block_turns, call_block, owner, index)
+                for turn in block_turns[index]:
+                    turn_block[turn] = index
         blocks[index].append(message)
         for call in message.tool_calls:
             call_block[call.id] = index
@@ -132,13 +137,16 @@ def reduce_window(
     merged = merge_idempotent(existing, incoming)
     if not merged:
         return WindowReduction((), (), 0, 0, 0, over_bounds=False)
+    kept_count = len(merged)
+    kept_chars = _chars(merged)
+    if kept_chars <= bounds.max_chars and kept_count <= bounds.max_messages:
+        # Within bounds: no block leaves, so the blocks below would give back ``merged``.
+        return WindowReduction(tuple(merged), (), kept_count, 0, 0, over_bounds=False)
     current_turn = max(message.turn for message in merged)
     # Oldest first by turn, not by position: a stale append (turns the window already
     # evicted, re-sent after newer ones) must be evicted first, not kept after the current
     # turn. In-order input is already in this order (a stable sort leaves it unchanged).
     blocks = sorted(_eviction_blocks(merged), key=lambda block: max(m.turn for m in block))
-    kept_chars = _chars(merged)
-    kept_count = len(merged)
     by_chars = by_count = 0
     while blocks and not any(m.turn == current_turn for m in blocks[0]):
         if kept_chars > bounds.max_chars:
