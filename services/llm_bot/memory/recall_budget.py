@@ -13,7 +13,6 @@ optional cap on the count.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 
 from llm_bot.memory.recall_items import SearchHit
@@ -36,11 +35,23 @@ def line_tokens(hit: SearchHit, count: Callable[[str], int]) -> int:
     return _counted(count, line) + LINE_OVERHEAD_TOKENS
 
 
-@functools.lru_cache(maxsize=16384)
+REMEMBERED_COUNTS = 16384
+_counts: dict[tuple[Callable[[str], int], int, int], int] = {}
+
+
 def _counted(count: Callable[[str], int], line: str) -> int:
     """``count(line)``, remembered: the same entries come back search after search, and a
-    count (~20 µs for a chat line) costs more than the rest of a hit."""
-    return count(line)
+    count (~20 µs for a chat line) costs more than the rest of a hit. Remembered by the
+    line's length and hash, not its text: no user's words stay in memory after an erasure
+    (two lines with the same length and hash would share a count: context assembly counts
+    the prompt exactly again, so no prompt can go over its budget)."""
+    key = (count, len(line), hash(line))
+    counted = _counts.get(key)
+    if counted is None:
+        if len(_counts) >= REMEMBERED_COUNTS:
+            _counts.clear()
+        counted = _counts[key] = count(line)
+    return counted
 
 
 def within_tokens(
