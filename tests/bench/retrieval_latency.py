@@ -11,7 +11,9 @@ start of the query's embedding to the selection: p50 / p95 / max. Broken down: t
 embedding alone, a search with this process's copy of the index up to date (the usual case:
 one round trip to check it), and a cold search (first search of the user in a process:
 the whole index is loaded). Filler messages are timed too (they should cost ~0). A
-baseline in the same run: one Redis round trip (PING), the floor of any index check.
+baseline in the same run: one Redis round trip (PING), the floor of any index check. The
+garbage collector runs as in a service that consumes (``delivery/gc_tuning.py``), or with
+Python's defaults (``--collector default``, or both).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from prometheus_client import CollectorRegistry
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.adapters.redis_recall_index import RedisRecallIndex
 from llm_bot.adapters.script_embedder import MODEL_NAME, local_embedder
+from llm_bot.delivery.gc_tuning import CONSUMING_GC
 from llm_bot.memory.hybrid_search import SearchQuery
 from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.messages import ChatMessage
@@ -103,7 +106,9 @@ async def timed(call: Callable[[], Awaitable[object]], runs: int) -> list[float]
     return durations
 
 
-async def one_size(client: aioredis.Redis, entries: int, queries: int, model: str) -> None:
+async def one_size(
+    client: aioredis.Redis, entries: int, queries: int, model: str, *, gc_as_consuming: bool
+) -> None:
     rng = random.Random(entries)
     keys = RedisKeys(prefix=PREFIX)
     key = ConversationKey("bench", f"user{entries}-{len(model)}", "c1")
@@ -152,15 +157,25 @@ async def one_size(client: aioredis.Redis, entries: int, queries: int, model: st
 
     await retrieve()  # warm-up: model and this index's copy loaded
     await warm()
-    rows = [
-        summary("retrieval on the reply path (embed + search)", await timed(retrieve, queries)),
-        summary("  query embedding alone", await timed(embed_only, queries)),
-        summary("  search, index copy up to date", await timed(warm, queries)),
-        summary("  search, cold (index loaded)", await timed(cold, max(5, queries // 10))),
-        summary("filler message (no search)", await timed(filler, queries)),
-        summary("baseline: one Redis round trip (PING)", await timed(client.ping, queries)),
-    ]
-    print(f"\n## {entries:,} entries for one user, {embedder.name} (filled in {filled:.1f} s)\n")
+    if gc_as_consuming:  # as in a service that consumes (``delivery/gc_tuning.py``)
+        CONSUMING_GC.hold()
+    try:
+        rows = [
+            summary("retrieval on the reply path (embed + search)", await timed(retrieve, queries)),
+            summary("  query embedding alone", await timed(embed_only, queries)),
+            summary("  search, index copy up to date", await timed(warm, queries)),
+            summary("  search, cold (index loaded)", await timed(cold, max(5, queries // 10))),
+            summary("filler message (no search)", await timed(filler, queries)),
+            summary("baseline: one Redis round trip (PING)", await timed(client.ping, queries)),
+        ]
+    finally:
+        if gc_as_consuming:
+            CONSUMING_GC.release()
+    collector = "as while consuming" if gc_as_consuming else "Python's defaults"
+    print(
+        f"\n## {entries:,} entries for one user, {embedder.name} (filled in {filled:.1f} s; "
+        f"garbage collector: {collector})\n"
+    )
     print("| step | p50 ms | p95 ms | max ms |\n|---|---:|---:|---:|")
     print("\n".join(rows))
     await index.forget_user(key.tenant_id, key.user_id)
@@ -172,7 +187,10 @@ async def main(args: argparse.Namespace) -> None:
     try:
         for entries in args.entries:
             for model in args.embedding_model:
-                await one_size(client, entries, args.queries, model)
+                for gc_as_consuming in args.collector:
+                    await one_size(
+                        client, entries, args.queries, model, gc_as_consuming=gc_as_consuming
+                    )
     finally:
         async for name in client.scan_iter(match=f"{PREFIX}:*", count=1000):
             await client.unlink(name)
@@ -190,4 +208,14 @@ if __name__ == "__main__":
         help=f"LLM_BOT_EMBEDDING_MODEL values, each measured in turn (e.g. {MODEL_NAME} "
         "all-MiniLM-L6-v2)",
     )
-    asyncio.run(main(parser.parse_args()))
+    parser.add_argument(
+        "--collector",
+        nargs="+",
+        choices=("consuming", "default"),
+        default=["consuming"],
+        help="the garbage collector while timing: as in a service that consumes (its start-up "
+        "heap frozen, generation 0 at 10,000: delivery/gc_tuning.py), Python's defaults, or both",
+    )
+    args = parser.parse_args()
+    args.collector = [choice == "consuming" for choice in args.collector]
+    asyncio.run(main(args))

@@ -678,9 +678,6 @@ def collapse_within(
     kept: Vector | None = None  # the kept embeddings, one row each (one product per check)
     filled = 0
     for candidate in candidates:
-        text = _normalised(candidate.entry.text)
-        if kept_texts.repeats(text):
-            continue
         vector, start = candidate.vector, candidate.vector_start
         comparable = (
             vector is not None
@@ -688,11 +685,14 @@ def collapse_within(
             and (candidate.vector_space or vector.size) == width
             and start + vector.size <= width
         )
-        if comparable and kept is not None and filled:
+        if comparable and kept is not None and filled:  # one product: before the texts
             assert vector is not None  # noqa: S101  # comparable says so
             reach = kept[:filled, start : start + vector.size]
             if float((reach @ vector).max()) >= NEAR_DUPLICATE:
                 continue
+        text = _normalised(candidate.entry.text)
+        if kept_texts.repeats(text):
+            continue
         hit = SearchHit(
             entry=candidate.entry,
             score=candidate.score,
