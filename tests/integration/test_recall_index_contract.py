@@ -401,3 +401,33 @@ async def test_time_rankings_are_the_in_memory_reference(idx: Index, dense: bool
         found = await idx.index.search(idx.tenant, idx.user, timed, model=MODEL)
         assert [h.entry.id for h in found] == [h.entry.id for h in expected], text
         assert [h.score for h in found] == pytest.approx([h.score for h in expected]), text
+
+
+async def test_a_message_that_asks_several_questions_ranks_as_the_reference(idx: Index) -> None:
+    """Each question of a compound message searched on its own (its dense ranking holding
+    its nearest entry whatever the minimum, its keywords) and fused with the message's:
+    the hits, their order and fused scores are those of ``hybrid_search.search``."""
+    corpus = [
+        CAT,
+        BIKE,
+        FACT,
+        entry("m|c1|e10", "Biscuit the cat hates the vet"),
+        entry("m|c2|e12", "Went cycling by the river with Mel", conversation="c2"),
+        entry("m|c2|e13", "Painted a lake at sunrise", conversation="c2"),
+        entry("m|c2|e14", "My budget for the new bike is 300 baht", conversation="c2"),
+    ]
+    await idx.put(*corpus)
+    reference = IndexSnapshot()
+    reference.upsert((e, hashed_vectors(e)) for e in corpus)
+    asked = "remind me: what is my cat called, and what is my budget?"
+    parts = tuple(  # the nearest alone, over a minimum none reaches: hashed vectors tie at 0
+        query(part, min_score=0.95, nearest=1) for part in ("what is my cat called", "my budget?")
+    )
+    compound = replace(query(asked, min_score=0.2), parts=parts)
+    expected = search(reference, compound)
+    found = await idx.index.search(idx.tenant, idx.user, compound, model=MODEL)
+    assert [(h.entry.id, round(h.score, 4), round(h.dense, 3)) for h in found] == [
+        (h.entry.id, round(h.score, 4), round(h.dense, 3)) for h in expected
+    ]
+    assert [h.score for h in found] == pytest.approx([h.score for h in expected])
+    assert {"m|c1|e1", "m|c2|e14"} <= {h.entry.id for h in found}

@@ -30,6 +30,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+import numpy.typing as npt
 from qdrant_client import AsyncQdrantClient
 from qdrant_client.common.client_exceptions import QdrantException
 from qdrant_client.http.exceptions import ApiException
@@ -207,7 +208,7 @@ class QdrantRecallIndex:
     ) -> list[SearchHit]:
         vector = None if query.vector is None else unit(query.vector)
         sized = vector if vector is not None and vector.size == size else None
-        dense_hits, within, (by_keyword, fields) = await asyncio.gather(
+        dense_hits, within, (by_keyword, fields, by_part_keyword) = await asyncio.gather(
             self._dense(tenant_id, user_id, query, model, sized),
             self._dense_within(tenant_id, user_id, query, model, sized),
             self._keyword(tenant_id, user_id, query),
@@ -241,14 +242,47 @@ class QdrantRecallIndex:
             fields=fields,
             keyword=keyword,
         )
-        fused = fuse(rankings, (dense, keyword))
+        part_probes: list[Vector] = []  # the questions' unit embeddings, when compared
+        for asked, part_keyword in zip(query.parts, by_part_keyword, strict=True):
+            # dense off, or the user's vectors another model's: the parts by keywords too
+            part = asked if query.vector is not None else replace(asked, vector=None)
+            if part.vector is not None and (probe := unit(part.vector)).size == size:
+                part_probes.append(probe)
+            (
+                part_rankings,
+                part_within,
+                (part_dense, part_found, part_words),
+            ) = await self._part_rankings(
+                tenant_id, user_id, part, part_keyword, model=model, size=size, ids=ids
+            )
+            rankings += part_rankings + await self._time_rankings(
+                tenant_id,
+                user_id,
+                part,
+                model=model,
+                ids=ids,
+                within_ids=part_within,
+                fields=fields,
+                keyword=part_words,
+            )
+            grown = len(ids) - len(dense)
+            dense, keyword, found = (
+                np.pad(dense, (0, grown)),
+                np.pad(keyword, (0, grown)),
+                np.pad(found, (0, grown)),
+            )
+            dense = np.maximum(dense, part_dense)
+            keyword = np.maximum(keyword, part_words)
+            found |= part_found
+        fused = fuse(rankings, (np.where(dense >= query.min_score, dense, 0), keyword))
         details: Details = {}
 
         def candidate(row: int, score: float) -> Candidate:
             entry, stored = details[ids[row]]
-            cosine = float(dense[row])
-            if not found[row] and sized is not None and stored is not None:
-                cosine = float(stored @ sized)  # below the minimum, or beyond the dense depth
+            cosine = float(dense[row])  # the best of the message's and its questions'
+            if stored is not None:  # below the minimum, beyond the depth, or not asked
+                probes = part_probes if found[row] or sized is None else [sized, *part_probes]
+                cosine = max([cosine, *(float(stored @ probe) for probe in probes)])
             return Candidate(entry, score, cosine, float(keyword[row]), stored)
 
         head = 0
@@ -262,6 +296,50 @@ class QdrantRecallIndex:
             hits, complete = collapse_within(heading, query)
             if complete or head == len(fused):
                 return hits
+
+    async def _part_rankings(
+        self,
+        tenant_id: str,
+        user_id: str,
+        part: SearchQuery,
+        by_keyword: dict[str, float],
+        *,
+        model: str,
+        size: int,
+        ids: list[str],
+    ) -> tuple[list[list[int]], list[str], tuple[Vector, npt.NDArray[np.bool_], Vector]]:
+        """One question of a message that asks several, ranked on its own as
+        ``hybrid_search.search`` ranks its parts: its dense ranking (at least its nearest
+        few) and its keyword ranking; ``ids`` grows by the points it brings. Returns those
+        rankings, its points dated within the periods it names, and by row of ``ids``: its
+        cosines of the points it ranked densely, which of those reach its minimum, its BM25."""
+        vector = None if part.vector is None else unit(part.vector)
+        sized = vector if vector is not None and vector.size == size else None
+        hits, within = await asyncio.gather(
+            self._dense(tenant_id, user_id, part, model, sized),
+            self._dense_within(tenant_id, user_id, part, model, sized),
+        )
+        row_of = {point: row for row, point in enumerate(ids)}
+        for point in [*(str(h.id) for h in hits), *(str(w.id) for w in within), *by_keyword]:
+            if point not in row_of:
+                row_of[point] = len(ids)
+                ids.append(point)
+        dense = np.zeros(len(ids), dtype=np.float32)
+        ranked = np.zeros(len(ids), dtype=np.bool_)
+        for hit in hits:
+            dense[row_of[str(hit.id)]] = hit.score
+            ranked[row_of[str(hit.id)]] = True
+        words = np.zeros(len(ids), dtype=np.float32)
+        for point, score in by_keyword.items():
+            words[row_of[point]] = score
+        rankings = [rank(words, words > 0, CANDIDATES_PER_RANKING)]
+        if sized is not None:
+            rankings.insert(0, rank(dense, ranked, CANDIDATES_PER_RANKING))
+        return (
+            rankings,
+            [str(w.id) for w in within],
+            (dense, ranked & (dense >= part.min_score), words),
+        )
 
     async def _time_rankings(  # the pieces of one search
         self,
@@ -353,17 +431,27 @@ class QdrantRecallIndex:
             limit=CANDIDATES_PER_RANKING,
             score_threshold=query.min_score,
         )
+        if len(response.points) < query.nearest:  # at least the nearest few, whatever the cosine
+            response = await self._client.query_points(
+                self._name,
+                query=self._points.query_vector(vector),
+                query_filter=of_user(
+                    tenant_id, user_id, field_is("model", model), must_not=excluded
+                ),
+                limit=query.nearest,
+            )
         return response.points
 
     async def _keyword(
         self, tenant_id: str, user_id: str, query: SearchQuery
-    ) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
+    ) -> tuple[dict[str, float], dict[str, dict[str, Any]], list[dict[str, float]]]:
         """BM25 of the user's points holding a query term (0 for excluded sources), by point
-        id, with the user's entry count and average length; and those points' payload
-        fields that ranking reads (speaker, model, day, dating), by point id."""
-        terms = list(dict.fromkeys(query.terms))
+        id, with the user's entry count and average length; those points' payload fields
+        that ranking reads (speaker, model, day, dating), by point id; and the same BM25
+        for each of the query's parts (their terms are fetched with the message's)."""
+        terms = list(dict.fromkeys([*query.terms, *(t for p in query.parts for t in p.terms)]))
         if not terms:
-            return {}, {}
+            return {}, {}, [{} for _ in query.parts]
         user = of_user(tenant_id, user_id)
         holders, lengths = await asyncio.gather(
             self._points.scroll(
@@ -375,13 +463,22 @@ class QdrantRecallIndex:
         count = sum(hit.count for hit in lengths.hits)
         average = sum(int(hit.value) * hit.count for hit in lengths.hits) / (count or 1)
         fields = [r.payload or {} for r in holders]
-        scores = bm25_scores([f["terms"] for f in fields], terms, count=count, average=average)
-        return (
-            {
+        documents = [f["terms"] for f in fields]
+
+        def scored(asked: Sequence[str]) -> dict[str, float]:
+            """BM25 for ``asked``, of the points holding one of its terms."""
+            wanted = set(asked)
+            scores = bm25_scores(documents, asked, count=count, average=average)
+            return {
                 str(r.id): 0.0 if f["source_id"] in query.exclude else float(score)
                 for r, f, score in zip(holders, fields, scores, strict=True)
-            },
+                if not wanted.isdisjoint(f["terms"])
+            }
+
+        return (
+            scored(query.terms),
             {str(r.id): f for r, f in zip(holders, fields, strict=True)},
+            [scored(part.terms) for part in query.parts],
         )
 
     async def _details(
