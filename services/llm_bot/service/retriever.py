@@ -91,6 +91,8 @@ class PreparedQuery:
         self.created_at = created_at
         self.parts = tuple(parts)
         self.started = time.perf_counter()
+        self._vectors: list[Vector] | None = None
+        self._awaited = False
 
     def cancel(self) -> None:
         if self.embeddings is not None:
@@ -98,14 +100,15 @@ class PreparedQuery:
 
     async def vectors(self) -> list[Vector] | None:
         """The message's embedding, then its parts'; None without an embedder or when the
-        model failed (the search is then by keywords)."""
-        if self.embeddings is None:
-            return None
+        model failed (the search is then by keywords, the failure logged once)."""
+        if self.embeddings is None or self._awaited:
+            return self._vectors
         try:
-            return await self.embeddings
+            self._vectors = await self.embeddings
         except LlmBotError as exc:
             log.warning("retrieval.embedding_failed", code=exc.code, error=str(exc))
-            return None
+        self._awaited = True
+        return self._vectors
 
 
 class Retriever:
