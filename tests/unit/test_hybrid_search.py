@@ -294,7 +294,8 @@ def test_removals_leave_what_a_fresh_build_of_the_rest_holds(
 ) -> None:
     """After any mix of writes and removals, every remaining entry scores (dense with its
     sentences, BM25) exactly as in a snapshot built from scratch of the remaining entries;
-    removed ones are gone, and the weight counts what remains."""
+    removed ones are gone, the weight counts what remains, and each source's rows (entries
+    of one message move, are replaced, change source) are found by its id."""
     index = IndexSnapshot(dimension=8)
     latest: dict[str, tuple[IndexEntry, np.ndarray]] = {}
     for remove, key, rows, words in steps:
@@ -305,9 +306,12 @@ def test_removals_leave_what_a_fresh_build_of_the_rest_holds(
             continue
         seed = sum(map(ord, " ".join(words))) + rows
         vectors = np.random.default_rng(seed).normal(size=(rows, 8)).astype(np.float32)
-        item = entry(entry_id, " ".join(words))
+        item = entry(entry_id, " ".join(words), source=f"m{(key + len(words)) % 4}")
         index.upsert([(item, vectors)])
         latest[entry_id] = (item, vectors)
+    for source in ("m0", "m1", "m2", "m3"):  # a window's exclusion finds every entry of it
+        rows = sorted(index.rows_of([source]))
+        assert rows == [r for r, e in enumerate(index.entries) if e.source_id == source]
     fresh = IndexSnapshot(dimension=8)
     fresh.upsert(latest.values())
     probe = np.random.default_rng(3).normal(size=8).astype(np.float32)
