@@ -75,7 +75,7 @@ from llm_bot.fake_model import FakeModelServer, RecordedRequest, ToolCalls
 from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
 from llm_bot.logs import configure_logging
 from llm_bot.memory.classification import classification_json_schema
-from llm_bot.memory.compaction import SUMMARY_MAX_CHARS, summarizer_json_schema
+from llm_bot.memory.compaction import SUMMARY_MAX_TOKENS, summarizer_json_schema
 from llm_bot.memory.memory_message import read_memory
 from llm_bot.memory.tokens import TiktokenCounter
 from llm_bot.memory.working import ConversationKey, ConversationProgress
@@ -432,7 +432,7 @@ class Recorder:
             self.summarizer_turns.append(len(set(re.findall(r"^turn (\d+) ", turns, re.M))))
             assert isinstance(reply, str)  # the summarizer answers JSON text
             reply = self._cap(reply)
-            if len(json.loads(reply)["rolling_summary"]) > SUMMARY_MAX_CHARS:
+            if COUNTER.count(json.loads(reply)["rolling_summary"]) > SUMMARY_MAX_TOKENS:
                 self.oversize_summaries += 1
         else:
             self.classifier.append(tokens)
@@ -662,7 +662,7 @@ def report(
         f"  worker: summarizer {sum(rec.summarizer):,} tokens in {len(rec.summarizer)} requests "
         f"(largest {max(rec.summarizer, default=0):,} tokens carrying "
         f"{max(rec.summarizer_turns, default=0)} turns; {rec.oversize_summaries} answers with "
-        f"a rolling summary over {SUMMARY_MAX_CHARS} chars), classifier "
+        f"a rolling summary over {SUMMARY_MAX_TOKENS} tokens), classifier "
         f"{sum(rec.classifier):,} tokens in {len(rec.classifier)} requests; not counted: the "
         f"response_format schema every worker request carries (~"
         f"{run.schema_tokens['memory_compaction']} / ~{run.schema_tokens['classification']} "

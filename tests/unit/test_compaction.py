@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from llm_bot.memory.compaction import (
     KEEP_RAW_TURNS,
     MAX_TURNS_PER_BATCH,
-    SUMMARY_MAX_CHARS,
+    SUMMARY_MAX_TOKENS,
     apply_compaction,
     parse_summarizer_output,
     render_turns,
@@ -25,7 +25,10 @@ from llm_bot.memory.compaction import (
 from llm_bot.memory.fact_updates import FactDecision
 from llm_bot.memory.long_term import SemanticFact
 from llm_bot.memory.messages import ChatMessage, ToolCall
+from llm_bot.memory.tokens import TiktokenCounter
 from llm_bot.memory.working import WorkingMemory
+
+COUNTER = TiktokenCounter()
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -215,9 +218,33 @@ def test_apply_is_idempotent() -> None:
 
 
 def test_apply_bounds_the_summary() -> None:
-    """An over-long rolling summary is cut to SUMMARY_MAX_CHARS."""
-    after = apply_compaction(WorkingMemory(), turns=(), rolling_summary="x" * 5000)
-    assert len(after.summary) == SUMMARY_MAX_CHARS
+    """An over-long rolling summary keeps its newest end, as much of it as fits in
+    SUMMARY_MAX_TOKENS with the cut's marker."""
+    said = " ".join(f"word{n}" for n in range(2000))
+    after = apply_compaction(WorkingMemory(), turns=(), rolling_summary=said)
+    kept = COUNTER.count(after.summary)
+    assert SUMMARY_MAX_TOKENS - 3 <= kept <= SUMMARY_MAX_TOKENS
+    assert after.summary.startswith("…")
+    assert said.endswith(after.summary[1:])
+
+
+def test_the_summary_bound_is_the_same_in_every_script() -> None:
+    """A Thai summary and an English one are bounded by the same tokens (a bound in
+    characters gave Thai, ~1 token a character, four times the English share)."""
+    english = apply_compaction(
+        WorkingMemory(), turns=(), rolling_summary="The customer asked about the kettle. " * 200
+    ).summary
+    thai = apply_compaction(
+        WorkingMemory(), turns=(), rolling_summary="ลูกค้าถามเรื่องกาต้มน้ำสีฟ้า " * 200
+    ).summary
+    for summary in (english, thai):
+        assert SUMMARY_MAX_TOKENS - 8 <= COUNTER.count(summary) <= SUMMARY_MAX_TOKENS
+    assert len(thai) < len(english) / 2
+
+
+def test_a_summary_within_the_bound_is_kept_whole() -> None:
+    said = "ลูกค้าชื่อมะลิ ชอบรับของวันเสาร์"
+    assert apply_compaction(WorkingMemory(), turns=(), rolling_summary=said).summary == said
 
 
 # --- summarizer contract ----------------------------------------------------------------
@@ -482,7 +509,7 @@ def test_over_long_summarizer_fields_are_shortened_not_rejected() -> None:
         )
     )
     assert output is not None
-    assert len(output.rolling_summary) == SUMMARY_MAX_CHARS
+    assert COUNTER.count(output.rolling_summary) <= SUMMARY_MAX_TOKENS
     assert output.rolling_summary.endswith("NEWEST")
     assert output.rolling_summary.startswith("…")
     assert len(output.episode_summary) == 600

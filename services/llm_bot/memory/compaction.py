@@ -8,6 +8,7 @@ pressure; the current turn never moves. Pure functions: the worker does the I/O.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from typing import Annotated, Any
@@ -17,10 +18,15 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from llm_bot.memory.fact_updates import FactAction, FactDecision
 from llm_bot.memory.long_term import SemanticFact
 from llm_bot.memory.messages import ChatMessage, PromptMessage
+from llm_bot.memory.tokens import TokenCounter, default_token_counter
 from llm_bot.memory.working import WorkingMemory
 
 KEEP_RAW_TURNS = 4
-SUMMARY_MAX_CHARS = 2000
+SUMMARY_MAX_TOKENS = 500
+"""The rolling summary's bound, in prompt tokens (about 2,000 characters of English, 500
+of Thai): it goes into every prompt, which is bounded in tokens, and a bound in characters
+let a Thai summary take four times the prompt an English one takes, crowding out what
+recall brings (SPEC 5.3: the budget holds whatever the script)."""
 MAX_TURNS_PER_BATCH = 16
 """Turns folded per summarizer request, so a backlog is worked off in bounded requests."""
 
@@ -50,10 +56,24 @@ def _clip(limit: int) -> AfterValidator:
 
 
 def _clip_tail(value: str) -> str:
-    """Keep the newest end of a rolling summary that grew past its limit."""
-    if len(value) <= SUMMARY_MAX_CHARS:
+    """Keep the newest end of a rolling summary that grew past its limit: the longest end
+    that fits in ``SUMMARY_MAX_TOKENS`` with the "…" that marks the cut."""
+    count = _summary_counter().count
+    if count(value) <= SUMMARY_MAX_TOKENS:
         return value
-    return "…" + value[-(SUMMARY_MAX_CHARS - 1) :]
+    low, high = 0, len(value)  # kept from ``high`` fits; from ``low``, the whole, does not
+    while high - low > 1:
+        middle = (low + high) // 2
+        if count("…" + value[middle:]) <= SUMMARY_MAX_TOKENS:
+            high = middle
+        else:
+            low = middle
+    return "…" + value[high:]
+
+
+@functools.cache
+def _summary_counter() -> TokenCounter:
+    return default_token_counter()
 
 
 class FactOut(BaseModel):
