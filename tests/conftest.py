@@ -11,7 +11,7 @@ import redis
 
 from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
-from tests.support.harness import TEST_KEY_PREFIX, settings_for_test
+from tests.support.harness import TEST_KEY_PREFIX, remove_test_queues, settings_for_test
 from tests.support.rabbit_cluster import RabbitClusterNodes
 from tests.support.rabbit_cluster import rabbit_cluster as rabbit_cluster_nodes
 from tests.support.redis_cluster import RedisClusterNodes
@@ -23,7 +23,8 @@ from tests.support.services import DEFAULT_AMQP_URL, DEFAULT_REDIS_URL, ServiceU
 def service_urls() -> Iterator[ServiceUrls]:
     """Real RabbitMQ and Redis (configured, else testcontainers); fails loudly, never skips.
     Requested only by tests that use services, so the unit suite runs without them. At the
-    end, every Redis key the session wrote (under its own prefix) is removed."""
+    end, every Redis key the session wrote (under its own prefix) is removed, and every
+    queue its tests' settings named on this broker is deleted."""
     try:
         with real_services(
             os.environ.get("AMQP_URL", DEFAULT_AMQP_URL),
@@ -31,6 +32,7 @@ def service_urls() -> Iterator[ServiceUrls]:
         ) as urls:
             yield urls
             _remove_test_keys(urls.redis_url)
+            remove_test_queues(urls.amqp_url)
     except RuntimeError as exc:
         pytest.fail(str(exc), pytrace=False)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import json
@@ -31,6 +32,11 @@ from tests.support.services import ServiceUrls
 TEST_KEY_PREFIX = f"llmbot-test-{uuid.uuid4().hex[:8]}"
 """Redis key prefix of this test session: its keys are removed when the session ends."""
 
+TEST_QUEUES: dict[str, set[str]] = {}
+"""Broker URL -> the queues this session's settings name there (``settings_for_test``):
+deleted when the session ends (``remove_test_queues``), whoever declared them: a test
+that runs the service or the gateway without an integrator leaves its topology behind."""
+
 
 def settings_for_test(urls: ServiceUrls, model_base_url: str, **overrides: Any) -> Settings:
     """Settings with topology names unique to one test, so tests never share queues."""
@@ -57,7 +63,30 @@ def settings_for_test(urls: ServiceUrls, model_base_url: str, **overrides: Any) 
         "shutdown_grace_seconds": 5,
     }
     values.update(overrides)
-    return load_settings(**values)
+    settings = load_settings(**values)
+    topology = replace(Topology.from_settings(settings.broker), flow_results=True)
+    url = settings.amqp_url.get_secret_value()
+    TEST_QUEUES.setdefault(url, set()).update(topology.queues())
+    return settings
+
+
+def remove_test_queues(amqp_url: str) -> None:
+    """Deletes the queues this session's settings named on ``amqp_url`` (one connection;
+    a queue already gone is no error: deleting is idempotent in RabbitMQ)."""
+    names = sorted(TEST_QUEUES.pop(amqp_url, set()))
+    if not names:
+        return
+
+    async def delete() -> None:
+        connection = await aio_pika.connect(amqp_url)
+        async with connection:
+            channel = await connection.channel()
+            for name in names:
+                await channel.queue_delete(name)
+
+    # A session fixture's teardown may run beside a test's event loop: a thread of its own.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(asyncio.run, delete()).result(timeout=60)
 
 
 @dataclass
