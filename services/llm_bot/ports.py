@@ -40,8 +40,12 @@ Matrix = npt.NDArray[np.float32]
 """Rows of unit-length embeddings."""
 DeltaSink = Callable[[str], Awaitable[None]]
 """Takes each piece of a streamed reply's text as it arrives."""
-EmbeddingPurpose = Literal["query", "passage"]
-"""Asymmetric models (e5, bge) embed questions and stored passages differently."""
+EmbeddingPurpose = Literal["query", "passage", "across"]
+"""Asymmetric models (e5, bge) embed questions and stored passages differently. ``across``:
+a query embedded for the stored texts its ``query`` embedding is not compared with (an
+embedder that gives texts of other scripts another model's vectors: the query by that
+model; zero rows when there is no such model, or the query's own model reads every
+script)."""
 
 
 @dataclass(frozen=True)

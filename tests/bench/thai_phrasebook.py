@@ -3,7 +3,8 @@
 The same planted facts as the English one (name, language at home, order number, weekend
 delivery, budget), said in Thai as the seed users write it (no spaces between words, spaces
 between sentences), in Thai shop-chat filler; the last message with ``--ask-facts`` asks
-for them in Thai, or in English with ``--ask-in en`` (an English question about Thai facts).
+for them in Thai, or in English with ``--ask-in en`` (an English question about Thai facts);
+``--ask-fact N`` asks about the Nth fact alone, in one question.
 Thai costs about one cl100k token a character, so its messages are 80-160 tokens (the
 English ones 40-60) for about as many words.
 """
@@ -57,6 +58,10 @@ THAI = Phrasebook(
     ask_facts=(
         "ก่อนสั่งซื้อ ช่วยเตือนหน่อยได้ไหมคะ ว่าฉันชื่ออะไร ที่บ้านพูดภาษาอะไร "
         "หมายเลขคำสั่งซื้อคืออะไร อยากให้ส่งของวันไหน และงบของฉันเท่าไหร่"
+    ),
+    ask_each=(
+        "ฉันชื่ออะไรคะ", "ที่บ้านฉันพูดภาษาอะไรคะ", "หมายเลขคำสั่งซื้อของฉันคืออะไรคะ",
+        "ฉันอยากให้ส่งของวันไหนคะ", "งบของฉันเท่าไหร่คะ",
     ),
     tokens=(80, 160),
 )  # fmt: skip

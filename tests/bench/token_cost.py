@@ -124,6 +124,8 @@ class Phrasebook:
     details: tuple[str, ...]
     colors: tuple[str, ...]
     ask_facts: str
+    ask_each: tuple[str, ...] = ()
+    """One question per planted fact, in the order of ``facts`` (``--ask-fact N``)."""
     tokens: tuple[int, int] = (MIN_TOKENS, MAX_TOKENS)
     """A message's size range (cl100k tokens): Thai costs about a token a character."""
 
@@ -174,7 +176,16 @@ ASK_FACTS = (
 )
 """The last message with ``--ask-facts``: retrieval can only help when the message asks."""
 
-ENGLISH = Phrasebook(FACTS, PRODUCTS, OPENERS, QUESTIONS, DETAILS, COLORS, ASK_FACTS)
+ASK_EACH = (
+    "What is my name?",
+    "Which language do I speak at home?",
+    "What is my order number?",
+    "When do I prefer delivery?",
+    "What is my budget?",
+)
+"""The last message with ``--ask-fact N``: one question, about the Nth fact."""
+
+ENGLISH = Phrasebook(FACTS, PRODUCTS, OPENERS, QUESTIONS, DETAILS, COLORS, ASK_FACTS, ASK_EACH)
 
 
 def _count(text: str) -> int:
@@ -219,6 +230,7 @@ def conversation(
     *,
     book: Phrasebook = ENGLISH,
     ask_facts: Phrasebook | None = None,
+    ask_fact: int = 0,
     correct_at: int = 0,
     notable_every: int = 0,
 ) -> list[str]:
@@ -242,7 +254,7 @@ def conversation(
             raise AssertionError(f"filler of turn {turn} contains a planted marker: {text}")
         messages.append(text)
     if ask_facts is not None:
-        messages[-1] = ask_facts.ask_facts
+        messages[-1] = ask_facts.ask_each[ask_fact - 1] if ask_fact else ask_facts.ask_facts
     return messages
 
 
@@ -730,6 +742,7 @@ async def one_length(urls: ServiceUrls, turns: int, args: argparse.Namespace) ->
         args.seed,
         book=book,
         ask_facts=books[args.ask_in or args.language] if args.ask_facts else None,
+        ask_fact=args.ask_fact,
         correct_at=args.correct_at,
         notable_every=args.notable_every,
     )
@@ -748,6 +761,12 @@ async def one_length(urls: ServiceUrls, turns: int, args: argparse.Namespace) ->
     report(turns, args.settle_every, full, window, bot_run, correct_at=args.correct_at)
     if args.plot is not None:
         plot_per_turn(args.plot, turns, len(args.turns) > 1, [full, window, bot_run.measured])
+    if args.last_prompt is not None:
+        path = args.last_prompt.with_name(
+            f"{args.last_prompt.stem}-{turns}{args.last_prompt.suffix}"
+        )
+        path.write_text(json.dumps(bot_run.measured.last_prompt, ensure_ascii=False, indent=1))
+        print(f"  llm-bot's last prompt written to {path}")
 
 
 def main() -> None:
@@ -769,6 +788,13 @@ def main() -> None:
         help="with --ask-facts, ask in this language (default: the conversation's)",
     )
     parser.add_argument(
+        "--ask-fact",
+        type=int,
+        choices=range(1, 6),
+        default=0,
+        help="with --ask-facts, ask about the Nth planted fact alone, in one question",
+    )
+    parser.add_argument(
         "--correct-at",
         type=int,
         default=0,
@@ -787,6 +813,12 @@ def main() -> None:
     parser.add_argument("--progress-every", type=int, default=100)
     parser.add_argument(
         "--plot", type=Path, metavar="PATH", help="write a PNG of prompt tokens per turn"
+    )
+    parser.add_argument(
+        "--last-prompt",
+        type=Path,
+        metavar="PATH",
+        help="write llm-bot's last reply prompt as JSON (PATH with the length added: x-100.json)",
     )
     parser.add_argument(
         "--summary-words",

@@ -431,3 +431,21 @@ async def test_a_message_that_asks_several_questions_ranks_as_the_reference(idx:
     ]
     assert [h.score for h in found] == pytest.approx([h.score for h in expected])
     assert {"m|c1|e1", "m|c2|e14"} <= {h.entry.id for h in found}
+
+
+async def test_a_part_without_words_ranks_as_the_reference(idx: Index) -> None:
+    """The ``across`` part of a message (its vector alone, no terms: the message embedded
+    for texts of another script) ranks as in ``hybrid_search.search``, and brings the
+    entry nearest to it that nothing else found."""
+    corpus = [CAT, BIKE, FACT, entry("m|c2|e13", "Painted a lake at sunrise", conversation="c2")]
+    await idx.put(*corpus)
+    reference = IndexSnapshot()
+    reference.upsert((e, hashed_vectors(e)) for e in corpus)
+    across = query("Painted a lake at sunrise", terms=(), min_score=0.45, nearest=1)
+    asked = replace(query("what did I adopt?", min_score=0.95), parts=(across,))
+    expected = search(reference, asked)
+    found = await idx.index.search(idx.tenant, idx.user, asked, model=MODEL)
+    assert [(h.entry.id, round(h.score, 4), round(h.dense, 3)) for h in found] == [
+        (h.entry.id, round(h.score, 4), round(h.dense, 3)) for h in expected
+    ]
+    assert "m|c2|e13" in {h.entry.id for h in found}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from llm_bot.memory.hybrid_search import IndexSnapshot, SearchQuery, search
 from llm_bot.memory.keyword_terms import keyword_terms
-from llm_bot.memory.query_parts import MAX_PARTS, PART_NEAREST, question_parts
+from llm_bot.memory.query_parts import MAX_PARTS, PART_NEAREST, message_query, question_parts
 from llm_bot.service.retriever import RetrievalSettings, Retriever
 from llm_bot.telemetry.metrics import Metrics
 from tests.support.in_memory import InMemoryErasures
@@ -174,3 +175,69 @@ def test_a_question_ranks_its_nearest_entries_though_under_the_dense_minimum() -
     hits = search(index, SearchQuery(vector=whole.vector, terms=(), parts=(part,)))
     assert [h.entry.id for h in hits][:1] == ["answer"]
     assert hits[0].dense == 0.0  # found by rank, not counted as a dense match
+
+
+async def test_an_english_question_in_a_thai_conversation_reaches_across() -> None:
+    """In a conversation of another script, the message is also embedded ``across`` (the
+    other model's vector) and searched by that vector alone: it finds the message whose
+    words it does not share; in a conversation of its own script nothing more is asked."""
+    asked = "What is my name?"
+    thai_name = unit(0, 0, 1, 0)
+    embedder = AcrossEmbedder({asked: unit(1, 0, 0, 0)}, across={asked: unit(0, 0, 0.9, 0.1)})
+    index = InMemoryRecallIndex.on(InMemoryErasures())
+    said = [
+        (entry("name", "ฉันชื่อแอนนะคะ"), thai_name),
+        (entry("noise", "the weather was lovely"), unit(0, 1, 0, 0)),
+    ]
+    await index.upsert(KEY.tenant_id, KEY.user_id, said, model="table", erasure="")
+    retriever = Retriever(
+        embedder=embedder,
+        index=index,
+        settings=RetrievalSettings(min_score=0.45, topic_similarity=0.99),
+        metrics=Metrics(registry=CollectorRegistry()),
+        tracer=NoOpTracer(),
+    )
+    alone = retriever.prepare(asked)
+    retriever.reach_across(alone, ["Hello!", "echo: Hello!"])
+    assert alone is not None
+    assert alone.across is None
+    assert (await retriever.retrieve(alone, KEY, exclude=(), topic=None)).records == ()
+    mixed = retriever.prepare(asked)
+    retriever.reach_across(mixed, ["สวัสดีค่ะ", ""])
+    result = await retriever.retrieve(mixed, KEY, exclude=(), topic=None)
+    assert [r.id for r in result.records][:1] == ["name"]
+    assert embedder.purposes.count("across") == 1
+
+
+def test_the_across_vector_is_one_more_part_without_words() -> None:
+    vector = unit(0, 0, 1, 0)
+    query = message_query(
+        "What is my name?",
+        [unit(1, 0, 0, 0)],
+        (),
+        created_at=datetime(2026, 11, 26, tzinfo=UTC),
+        limit=50,
+        min_score=0.45,
+        across=vector,
+    )
+    assert query.terms
+    assert query.vector is not None
+    (reach,) = query.parts
+    assert reach.terms == ()
+    assert reach.nearest == PART_NEAREST
+    assert reach.vector is vector
+
+
+class AcrossEmbedder(TableEmbedder):
+    """A table for queries and another for the ``across`` purpose."""
+
+    def __init__(self, table: dict[str, np.ndarray], *, across: dict[str, np.ndarray]) -> None:
+        super().__init__(table)
+        self.across = across
+        self.purposes: list[str] = []
+
+    async def embed(self, texts: Sequence[str], *, purpose: str) -> np.ndarray:
+        self.purposes.append(purpose)
+        if purpose == "across":
+            return np.stack([self.across.get(t, np.zeros(4, dtype=np.float32)) for t in texts])
+        return await super().embed(texts, purpose=purpose)

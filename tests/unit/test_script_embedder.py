@@ -40,6 +40,31 @@ def test_texts_of_different_models_are_never_compared() -> None:
     assert mixed[ENGLISH:].any()
 
 
+async def test_an_english_question_is_embedded_across_for_thai_messages() -> None:
+    """The ``across`` purpose: an English question by the multilingual model, comparable
+    with Thai messages and close to the one that answers it; a Thai text has nothing across
+    (the English model cannot read it), nor has the English-only embedder."""
+    default = script_embedder.local_embedder(None)
+    english = script_embedder.local_embedder("all-MiniLM-L6-v2")
+    try:
+        question, thai_question = await default.embed(
+            ["What is my name?", "ฉันชื่ออะไร"], purpose="across"
+        )
+        answer, other = await default.embed(
+            ["อ้อ ฉันชื่อแอนนะคะ", "งบของฉันสำหรับเรื่องนี้คือ 300 บาทค่ะ"], purpose="passage"
+        )
+        alone = await english.embed(["What is my name?"], purpose="across")
+    finally:
+        await default.aclose()
+        await english.aclose()
+    assert not question[:ENGLISH].any()
+    assert question[ENGLISH:].any()
+    assert float(question @ answer) >= 0.45  # the dense minimum
+    assert float(question @ answer) > float(question @ other) + 0.2
+    assert not thai_question.any()
+    assert not alone.any()
+
+
 @pytest.mark.parametrize(
     ("text", "readable"),
     [

@@ -38,6 +38,7 @@ import numpy as np
 
 from llm_bot.config import ConfigurationError
 from llm_bot.errors import EmbeddingUnavailable
+from llm_bot.memory.scripts import mostly_latin
 from llm_bot.ports import EmbeddingPurpose, Matrix
 
 if TYPE_CHECKING:
@@ -50,9 +51,6 @@ INDEX_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 """The name stored with the vectors: vectors of different models are never compared."""
 MAX_TOKENS = 256
 DIMENSION = 384
-FOREIGN_SHARE = 0.5
-"""A text with at least this share of its letters outside the Latin script is unreadable
-to the model (``readable``)."""
 TOKENIZER_FILE = Path(__file__).parent / "data" / "all-MiniLM-L6-v2-tokenizer.json"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
@@ -145,22 +143,11 @@ def _infer(session: onnxruntime.InferenceSession, pieces: Sequence[list[int]]) -
 
 
 def readable(text: str) -> bool:
-    """Whether this English model reads ``text``: it has something besides spaces, and
-    fewer than ``FOREIGN_SHARE`` of its letters are outside the Latin script. The model's
-    vocabulary knows some Thai or Cyrillic letters one by one, but it learned nothing
-    about their words: a text mostly in another script is unreadable to it however it
-    tokenizes ("ฉันชอบ iPhone มาก" is more Thai than English)."""
-    letters = [c for c in text if c.isalpha()]
-    if not letters:
-        return bool(text.strip())  # numbers, codes, emoji: the model reads them as they are
-    foreign = sum(1 for c in letters if not _latin(c))
-    return foreign < FOREIGN_SHARE * len(letters)
-
-
-def _latin(letter: str) -> bool:
-    """Basic Latin, Latin-1, Latin Extended-A/B and Latin Extended Additional."""
-    code = ord(letter)
-    return code < 0x0250 or 0x1E00 <= code <= 0x1EFF
+    """Whether this English model reads ``text``: it is mostly in the Latin script
+    (``memory.scripts.mostly_latin``). The model's vocabulary knows some Thai or Cyrillic
+    letters one by one, but it learned nothing about their words: a text mostly in another
+    script is unreadable to it however it tokenizes."""
+    return mostly_latin(text)
 
 
 class LocalEmbedder:
@@ -181,12 +168,15 @@ class LocalEmbedder:
         threads: int | None = None,
         *,
         encoder: Callable[[Sequence[str]], Matrix] = encode,
+        across: Callable[[Sequence[str]], Matrix] | None = None,
         name: str = INDEX_MODEL_ID,
         dimension: int = DIMENSION,
         warm_up: Sequence[str] = ("warm-up",),
     ) -> None:
         encoder(warm_up)  # load the models now: fail at start, not at the first message
         self._encode = encoder
+        self._across = across
+        """The ``across`` purpose's encoder; None: zero rows (one model for every text)."""
         self._name = name
         self._dimension = dimension
         self._threads = max(1, threads or os.cpu_count() or 1)
@@ -217,6 +207,10 @@ class LocalEmbedder:
     async def embed(self, texts: Sequence[str], *, purpose: EmbeddingPurpose) -> Matrix:
         if not texts:
             return np.zeros((0, self._dimension), dtype=np.float32)
+        if purpose == "across":
+            if self._across is None:
+                return np.zeros((len(texts), self._dimension), dtype=np.float32)
+            return await self._run(texts, parts=1, encoder=self._across)
         if purpose != "passage":
             return await self._run(texts, parts=1)
         answer: asyncio.Future[Matrix] = asyncio.get_running_loop().create_future()
@@ -245,13 +239,20 @@ class LocalEmbedder:
                     answer.set_result(vectors[start : start + len(texts)])
                 start += len(texts)
 
-    async def _run(self, texts: Sequence[str], *, parts: int) -> Matrix:
+    async def _run(
+        self,
+        texts: Sequence[str],
+        *,
+        parts: int,
+        encoder: Callable[[Sequence[str]], Matrix] | None = None,
+    ) -> Matrix:
         loop = asyncio.get_running_loop()
+        encode = encoder or self._encode
         parts = min(parts, -(-len(texts) // CHUNK))
         shares = [list(texts[start::parts]) for start in range(parts)]
         try:
             encoded = await asyncio.gather(
-                *(loop.run_in_executor(self._executor, self._encode, share) for share in shares)
+                *(loop.run_in_executor(self._executor, encode, share) for share in shares)
             )
         except Exception as exc:  # onnxruntime raises its own types: one family here
             raise EmbeddingUnavailable(f"local embedding failed: {type(exc).__name__}") from exc

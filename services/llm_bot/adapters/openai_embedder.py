@@ -54,6 +54,8 @@ class OpenAIEmbedder:
         await self._client.close()
 
     async def embed(self, texts: Sequence[str], *, purpose: EmbeddingPurpose) -> Matrix:
+        if purpose == "across":  # one model for every script: the query's own embedding
+            return np.zeros((len(texts), self.dimension), dtype=np.float32)
         rows: list[Matrix] = []
         for start in range(0, len(texts), BATCH):
             rows.append(await self._batch(texts[start : start + BATCH]))

@@ -14,8 +14,12 @@ the cosine of two texts of the same model is that model's cosine, and of texts o
 different models 0, so vectors of the two models are never compared with each other
 (their cosines mean different things) and no other part of the service needs to know
 there are two. A query is embedded the same way: a Thai question is compared with Thai
-messages, an English one with English messages; a question in one language about a
-message in the other is found by its keywords (names, numbers) or the user's facts.
+messages, an English one with English messages. In a conversation of both scripts, an
+English question is also embedded by the multilingual model (the ``across`` purpose,
+``encode_across``) and compared with the messages in other scripts, so "what is my
+name?" finds "ฉันชื่อแอนนะคะ". The reverse cannot be: the English model does not read Thai,
+and English messages have no multilingual vector (a Thai question about them is found by
+its keywords, names and numbers, or the user's facts).
 """
 
 from __future__ import annotations
@@ -51,13 +55,29 @@ def encode(texts: Sequence[str]) -> Matrix:
     return vectors
 
 
+def encode_across(texts: Sequence[str]) -> Matrix:
+    """Each query's vector for the texts of the other model (the ``across`` purpose): a
+    text the English model reads by the multilingual one, in its block, to be compared
+    with messages in other scripts (USE Multilingual maps a sentence and its translation
+    close: cosine 0.55-0.62 between the Thai planted facts and English questions about
+    them, docs/benchmarks.md); zeros for any other text (the English model cannot read
+    it, so nothing in its block can be compared with it)."""
+    vectors = np.zeros((len(texts), DIMENSION), dtype=np.float32)
+    english = [n for n, text in enumerate(texts) if english_model.readable(text)]
+    if english:
+        vectors[english, ENGLISH:] = multilingual_model.encode([texts[n] for n in english])
+    return vectors
+
+
 def local_embedder(model: str | None) -> LocalEmbedder:
     """The local model named by ``LLM_BOT_EMBEDDING_MODEL``: by default the two models of
     this module; ``all-MiniLM-L6-v2`` for the English model alone (a smaller index and no
     dense recall of other scripts)."""
     if model in (None, "", MODEL_NAME):
         multilingual_model.check_files()  # a corrupt install fails at start
-        embedder = LocalEmbedder(encoder=encode, name=MODEL_NAME, dimension=DIMENSION)
+        embedder = LocalEmbedder(
+            encoder=encode, across=encode_across, name=MODEL_NAME, dimension=DIMENSION
+        )
         # The multilingual model loads on an embedder thread (~3 s) while the process
         # starts: start-up does not wait for it, and a Thai text asked for before it is
         # ready waits for that one load.

@@ -88,6 +88,7 @@ async def recall_turn(
     if replying and not searching:
         metrics.retrieval_searches.labels("off").inc()
     elif retriever is not None and searching:
+        retriever.reach_across(query, conversation_texts(recalled))
         update["retrieval"] = await retriever.retrieve(
             query,
             event.key,
@@ -101,6 +102,12 @@ async def recall_turn(
     if step.route in ROUTES_WITHOUT_MODEL:
         return Command(update=update, goto="remember")
     return Command(update=update, goto="flow" if step.route == "flow" else "call_model")
+
+
+def conversation_texts(recalled: Recalled) -> list[str]:
+    """What the conversation said so far, as far as the prompt shows it: its window and
+    summary (the script it is written in, for ``Retriever.reach_across``)."""
+    return [*(m.content for m in recalled.memory.messages), recalled.memory.summary]
 
 
 def already_shown(

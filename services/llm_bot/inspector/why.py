@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from llm_bot.graph.model_call import prompt_context
-from llm_bot.graph.recall import already_shown
+from llm_bot.graph.recall import already_shown, conversation_texts
 from llm_bot.graph.state import GraphContext
 from llm_bot.graph.tool_rounds import turn_start
 from llm_bot.memory.memory_block import recalled_line
@@ -42,6 +42,7 @@ async def dry_run(
     hits: list[SearchHit] = []
     if ctx.retriever is not None and persona.retrieval:
         query = ctx.retriever.prepare(text, at)
+        ctx.retriever.reach_across(query, conversation_texts(recalled))
         shown = already_shown(recalled, added, ctx.bounds)
         retrieval = await ctx.retriever.retrieve(
             query, key, exclude=shown, topic=recalled.memory.topic

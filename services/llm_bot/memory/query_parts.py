@@ -84,12 +84,15 @@ def message_query(
     exclude: Collection[str] = frozenset(),
     max_tokens: int | None = None,
     token_count: Callable[[str], int] | None = None,
+    across: Vector | None = None,
 ) -> SearchQuery:
     """The search for a message sent at ``created_at``: its keyword terms, time
     expressions and embedding (``vectors[0]``; None: keywords only), and, when it asks
     several questions (``parts``, embedded as ``vectors[1:]``), each of them on its own;
     the time expressions are then the questions' own ("which day" in one of them makes no
-    other a when question)."""
+    other a when question). ``across``: the message embedded for the texts of another
+    script (the embedder's ``across`` purpose), searched as one more part, by that vector
+    alone (its words are the message's), its nearest few kept whatever their cosine."""
 
     def one(said: str, vector: Vector | None) -> SearchQuery:
         return SearchQuery(
@@ -108,12 +111,21 @@ def message_query(
         max_tokens=max_tokens,
         token_count=token_count,
     )
+    reach = (
+        (
+            SearchQuery(
+                vector=across, terms=(), limit=limit, min_score=min_score, nearest=PART_NEAREST
+            ),
+        )
+        if across is not None
+        else ()
+    )
     if not parts:
-        return query
+        return replace(query, parts=reach)
     questions = tuple(
         replace(one(p, v), nearest=PART_NEAREST) for p, v in zip(parts, embedded[1:], strict=True)
     )
-    return replace(query, periods=(), asks_when=False, parts=questions)
+    return replace(query, periods=(), asks_when=False, parts=(*questions, *reach))
 
 
 __all__ = ["MAX_PARTS", "message_query", "question_parts"]

@@ -29,6 +29,7 @@ from llm_bot.memory.keyword_matching import is_filler
 from llm_bot.memory.query_parts import message_query, question_parts
 from llm_bot.memory.recall_budget import CANDIDATE_LIMIT
 from llm_bot.memory.recall_items import SearchHit
+from llm_bot.memory.scripts import mixes_scripts
 from llm_bot.memory.tokens import TokenCounter, default_token_counter
 from llm_bot.memory.topic import (
     RecalledRecord,
@@ -93,10 +94,14 @@ class PreparedQuery:
         self.started = time.perf_counter()
         self._vectors: list[Vector] | None = None
         self._awaited = False
+        self.across: asyncio.Task[Vector | None] | None = None
+        """The message embedded for the texts of another script (``Retriever.reach_across``),
+        when asked for."""
 
     def cancel(self) -> None:
-        if self.embeddings is not None:
-            self.embeddings.cancel()
+        for task in (self.embeddings, self.across):
+            if task is not None:
+                task.cancel()
 
     async def vectors(self) -> list[Vector] | None:
         """The message's embedding, then its parts'; None without an embedder or when the
@@ -109,6 +114,18 @@ class PreparedQuery:
             log.warning("retrieval.embedding_failed", code=exc.code, error=str(exc))
         self._awaited = True
         return self._vectors
+
+    async def across_vector(self) -> Vector | None:
+        """The ``across`` embedding, when asked for and not all zeros; None otherwise (a
+        failure of the model is logged, and the search goes on without it)."""
+        if self.across is None:
+            return None
+        try:
+            return await self.across
+        except LlmBotError as exc:
+            log.warning("retrieval.embedding_failed", code=exc.code, error=str(exc))
+            self.across = None
+            return None
 
 
 class Retriever:
@@ -141,6 +158,29 @@ class Retriever:
         if self._embedder is not None:
             task = asyncio.create_task(self._embed([text, *parts]))
         return PreparedQuery(text, task, created_at, parts)
+
+    def reach_across(self, query: PreparedQuery | None, conversation: Sequence[str]) -> None:
+        """When the ``conversation`` (its window and summary) holds text in another script
+        than the message (an English question in a Thai conversation), the message is also
+        embedded for the texts its own embedding is not compared with (the embedder's
+        ``across`` purpose: the default local embedder's multilingual model), and searched
+        with that too: "what is my name?" finds "ฉันชื่อแอนนะคะ". One more embedding, only
+        in such conversations; an embedder with one model for every script gives nothing."""
+        if (
+            query is None
+            or self._embedder is None
+            or query.across is not None
+            or not mixes_scripts(query.text, conversation)
+        ):
+            return
+        query.across = asyncio.create_task(self._embed_across(query.text))
+
+    async def _embed_across(self, text: str) -> Vector | None:
+        assert self._embedder is not None  # noqa: S101  # only started with an embedder
+        vector = np.asarray(
+            (await self._embedder.embed([text], purpose="across"))[0], dtype=np.float32
+        )
+        return vector if vector.any() else None
 
     async def _embed(self, texts: list[str]) -> list[Vector]:
         assert self._embedder is not None  # noqa: S101  # only started with an embedder
@@ -220,6 +260,7 @@ class Retriever:
             exclude=exclude,
             max_tokens=max_tokens,
             token_count=self._counter.count,
+            across=await query.across_vector(),
         )
         model = self._embedder.name if self._embedder is not None else ""
         return await self._index.search(key.tenant_id, key.user_id, search, model=model)
