@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 from llm_bot.memory.hybrid_search import IndexSnapshot, SearchQuery, search
 from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.query_parts import MAX_PARTS, PART_NEAREST, message_query, question_parts
+from llm_bot.memory.recall_items import IndexEntry
 from llm_bot.service.retriever import RetrievalSettings, Retriever
 from llm_bot.telemetry.metrics import Metrics
 from tests.support.in_memory import InMemoryErasures
@@ -122,6 +123,21 @@ class TableEmbedder:
         return None
 
 
+async def retriever_over(
+    embedder: TableEmbedder, *said: tuple[IndexEntry, np.ndarray]
+) -> Retriever:
+    """A retriever with ``embedder`` over an in-memory index of ``said`` (the defaults)."""
+    index = InMemoryRecallIndex.on(InMemoryErasures())
+    await index.upsert(KEY.tenant_id, KEY.user_id, said, model="table", erasure="")
+    return Retriever(
+        embedder=embedder,
+        index=index,
+        settings=RetrievalSettings(min_score=0.45, topic_similarity=0.99),
+        metrics=Metrics(registry=CollectorRegistry()),
+        tracer=NoOpTracer(),
+    )
+
+
 async def test_the_retriever_embeds_the_questions_with_the_message_and_recalls_each_answer() -> (
     None
 ):
@@ -135,19 +151,11 @@ async def test_the_retriever_embeds_the_questions_with_the_message_and_recalls_e
             "what my budget is?": unit(0, 0.9, 0, 0.1),
         }
     )
-    index = InMemoryRecallIndex.on(InMemoryErasures())
-    said = [
+    retriever = await retriever_over(
+        embedder,
         (entry("name", "Ann here"), unit(1, 0, 0, 0)),
         (entry("budget", "three hundred baht"), unit(0, 1, 0, 0)),
         (entry("noise", "the weather was lovely"), unit(0, 0, 1, 0)),
-    ]
-    await index.upsert(KEY.tenant_id, KEY.user_id, said, model="table", erasure="")
-    retriever = Retriever(
-        embedder=embedder,
-        index=index,
-        settings=RetrievalSettings(min_score=0.45, topic_similarity=0.99),
-        metrics=Metrics(registry=CollectorRegistry()),
-        tracer=NoOpTracer(),
     )
     query = retriever.prepare(asked)
     assert query is not None
@@ -184,18 +192,10 @@ async def test_an_english_question_in_a_thai_conversation_reaches_across() -> No
     asked = "What is my name?"
     thai_name = unit(0, 0, 1, 0)
     embedder = AcrossEmbedder({asked: unit(1, 0, 0, 0)}, across={asked: unit(0, 0, 0.9, 0.1)})
-    index = InMemoryRecallIndex.on(InMemoryErasures())
-    said = [
+    retriever = await retriever_over(
+        embedder,
         (entry("name", "ฉันชื่อแอนนะคะ"), thai_name),
         (entry("noise", "the weather was lovely"), unit(0, 1, 0, 0)),
-    ]
-    await index.upsert(KEY.tenant_id, KEY.user_id, said, model="table", erasure="")
-    retriever = Retriever(
-        embedder=embedder,
-        index=index,
-        settings=RetrievalSettings(min_score=0.45, topic_similarity=0.99),
-        metrics=Metrics(registry=CollectorRegistry()),
-        tracer=NoOpTracer(),
     )
     alone = retriever.prepare(asked)
     retriever.reach_across(alone, ["Hello!", "echo: Hello!"])
