@@ -122,7 +122,8 @@ def window() -> WorkingMemory:
 async def test_items_cut_by_the_recall_and_the_prompt_budget_are_listed() -> None:
     """Three hits: recall's 200 tokens hold two (the third: "recall budget"); a tight
     input budget leaves the second out of the prompt ("prompt budget"); each keeps its
-    fused rank and keyword score; the prompt stays within the budget."""
+    fused rank and keyword score; the prompt stays within the budget; one search gives
+    both what was recalled and what was left out."""
     memory = FakeMemory(Recalled(memory=window(), last_turn=1, version=3, processed=None))
     index = FakeIndex([hit(rank, topic) for rank, topic in enumerate(TOPICS, start=1)])
     ctx = context(memory, index, input_budget=200)
@@ -134,6 +135,8 @@ async def test_items_cut_by_the_recall_and_the_prompt_budget_are_listed() -> Non
     assert [i["keyword_score"] for i in data["recalled"]] == [4.0, 3.0, 2.0]
     assert data["tokens"] <= data["budget"] == 200
     assert memory.loads == [(KEY, "inspector:why")]
+    assert len(index.queries) == 1  # one search: what recall's budget cut is its tail
+    assert index.queries[0].max_tokens is None
     text = render_why(data)
     assert "left out (recall budget)" in text
     assert "left out (prompt budget)" in text

@@ -45,10 +45,9 @@ async def dry_run(
         ctx.retriever.reach_across(query, conversation_texts(recalled))
         shown = already_shown(recalled, added, ctx.bounds)
         retrieval = await ctx.retriever.retrieve(
-            query, key, exclude=shown, topic=recalled.memory.topic
+            query, key, exclude=shown, topic=recalled.memory.topic, explain=True
         )
-        if query is not None and retrieval.outcome == "searched":
-            hits = await ctx.retriever.search_prepared(query, key, exclude=shown)
+        hits = list(retrieval.candidates)
     context = prompt_context(
         persona, recalled, window, retrieval, budget=ctx.budget, counter=ctx.counter
     )

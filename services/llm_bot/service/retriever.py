@@ -27,7 +27,7 @@ from llm_bot.errors import LlmBotError
 from llm_bot.memory.hybrid_search import Vector
 from llm_bot.memory.keyword_matching import is_filler
 from llm_bot.memory.query_parts import message_query, question_parts
-from llm_bot.memory.recall_budget import CANDIDATE_LIMIT
+from llm_bot.memory.recall_budget import CANDIDATE_LIMIT, within_tokens
 from llm_bot.memory.recall_items import SearchHit
 from llm_bot.memory.scripts import mixes_scripts
 from llm_bot.memory.tokens import TokenCounter, default_token_counter
@@ -70,6 +70,9 @@ class Retrieval:
     records: tuple[RecalledRecord, ...] = ()
     topic: TopicState | None = None
     seconds: float = 0.0
+    candidates: tuple[SearchHit, ...] = ()
+    """With ``explain``: every hit of the search, best first, the records being those of
+    them that recall's token share holds (what the inspector's "why" shows left out)."""
 
 
 NOTHING = Retrieval("off")
@@ -194,13 +197,18 @@ class Retriever:
         *,
         exclude: Collection[str],
         topic: TopicState | None,
+        explain: bool = False,
     ) -> Retrieval:
-        """The recalled records for ``query``; outcome and duration counted in metrics."""
+        """The recalled records for ``query``; outcome and duration counted in metrics.
+        ``explain``: the search reads on past recall's token share, and every hit is kept
+        in ``candidates`` (the records are the same: the hits that fit)."""
         with self._tracer.start_as_current_span("recall.search") as span:
             if query is None:
                 result = Retrieval("filler_skip", topic=topic)
             else:
-                result = await self._retrieve(query, key, exclude=exclude, topic=topic)
+                result = await self._retrieve(
+                    query, key, exclude=exclude, topic=topic, explain=explain
+                )
             span.set_attribute("llmbot.retrieval.outcome", result.outcome)
             span.set_attribute("llmbot.retrieval.items", len(result.records))
         self._metrics.retrieval_searches.labels(result.outcome).inc()
@@ -214,6 +222,7 @@ class Retriever:
         *,
         exclude: Collection[str],
         topic: TopicState | None,
+        explain: bool,
     ) -> Retrieval:
         vectors = await query.vectors()
         vector = vectors[0] if vectors else None
@@ -227,7 +236,10 @@ class Retriever:
         try:
             async with asyncio.timeout(self._settings.timeout_seconds):
                 hits = await self.search_prepared(
-                    query, key, exclude=exclude, max_tokens=self._settings.max_tokens
+                    query,
+                    key,
+                    exclude=exclude,
+                    max_tokens=None if explain else self._settings.max_tokens,
                 )
         except TimeoutError:
             log.warning("retrieval.timed_out", budget_ms=self._settings.timeout_seconds * 1000)
@@ -235,9 +247,13 @@ class Retriever:
         except LlmBotError as exc:
             log.warning("retrieval.failed", code=exc.code, error=str(exc))
             return Retrieval("failed", topic=topic, seconds=_since(query))
+        candidates: tuple[SearchHit, ...] = ()
+        if explain:  # the hits of the bounded search are those of all that fit
+            candidates = tuple(hits)
+            hits = within_tokens(hits, self._settings.max_tokens, self._counter.count)
         records = tuple(record_of(hit) for hit in hits)
         kept_topic = new_topic(vector, records) if vector is not None else None
-        return Retrieval("searched", records, kept_topic, _since(query))
+        return Retrieval("searched", records, kept_topic, _since(query), candidates)
 
     async def search_prepared(
         self,
