@@ -29,14 +29,16 @@ THAI_ASKS_FIVE = (
 
 def test_thai_questions_are_cut_at_the_spaces_between_phrases() -> None:
     """Five questions that ask for something; the polite request before them ("can you
-    remind me?", a yes/no particle) is none."""
+    remind me?", a yes/no particle) is none; the "and" (และ) that joins the last one is
+    left out, as "and" is in English."""
     assert question_parts(THAI_ASKS_FIVE) == [
         "ว่าฉันชื่ออะไร",
         "ที่บ้านพูดภาษาอะไร",
         "หมายเลขคำสั่งซื้อคืออะไร",
         "อยากให้ส่งของวันไหน",
-        "และงบของฉันเท่าไหร่",
+        "งบของฉันเท่าไหร่",
     ]
+    assert question_parts("ชอบสีอะไร หรือไม่ชอบสีไหน") == ["ชอบสีอะไร", "ไม่ชอบสีไหน"]
 
 
 def test_english_questions_are_cut_at_commas_and_a_joining_and() -> None:

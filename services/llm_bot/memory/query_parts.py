@@ -68,9 +68,14 @@ def question_parts(text: str) -> list[str]:
 
 def _clauses(sentence: str, *, thai: bool) -> list[str]:
     pieces = [p.strip() for p in _CLAUSES.split(sentence) if p and p.strip()]
-    if thai:
-        pieces = [word for piece in pieces for word in piece.split()]
+    if thai:  # phrases, without the conjunction that joins one to the last ("และงบ...")
+        pieces = [_THAI_JOINING.sub("", word) for piece in pieces for word in piece.split()]
     return pieces
+
+
+_THAI_JOINING = re.compile(r"^(?:แล้วก็|และ|หรือ|แต่)(?=[\u0e00-\u0e7f])")
+"""A Thai conjunction that starts a phrase (and, or, but, and then), left out of the part
+as "and"/"or" are in English: its words are in nearly every message."""
 
 
 def message_query(
