@@ -44,6 +44,10 @@ number, "weekend", "300 baht") appears in the last request's prompt text; the re
 where (the window, or the memory block's section). ``--correct-at N`` changes the budget to
 450 baht at turn N and reports whether the last prompt carries the new value and not the
 old; ``--notable-every N`` makes every Nth message a complaint or request (notable events).
+``--language th`` plants the facts in a Thai conversation (``thai_phrasebook.py``);
+``--ask-in en`` asks about them in English; ``--ask-fact N`` asks about the Nth fact alone,
+in one question. ``--last-prompt PATH`` writes llm-bot's last reply prompt as JSON, to read
+what reached it and what did not.
 
 Prompt caching: for every reply prompt, the tokens that repeat the previous reply prompt
 from its start (what a provider's prompt cache could serve; also under OpenAI's rule of a
