@@ -18,7 +18,8 @@ done; the cyclic collector's work is on top of that. Measured in the throughput 
   same run collects generation 0 about 5 times.
 
 ``release`` when the process's last consumer stops unfreezes the heap and restores the
-thresholds (tests run many services in one process). The cost: cyclic garbage (an
+thresholds (tests run many services in one process). ``llm-bot inspect`` holds it while it
+serves: its pages allocate as events do, over a heap of big users' indexes and facts. The cost: cyclic garbage (an
 exception with its traceback, for one) waits for up to 10,000 net allocations instead of
 700 before it is collected, and what was garbage among the frozen objects until release.
 """
