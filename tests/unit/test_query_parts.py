@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -237,9 +238,36 @@ class AcrossEmbedder(TableEmbedder):
         super().__init__(table)
         self.across = across
         self.purposes: list[str] = []
+        self.across_gate: asyncio.Event | None = None
+        """When set, an ``across`` call waits for it."""
 
     async def embed(self, texts: Sequence[str], *, purpose: str) -> np.ndarray:
         self.purposes.append(purpose)
         if purpose == "across":
+            if self.across_gate is not None:
+                await self.across_gate.wait()
             return np.stack([self.across.get(t, np.zeros(4, dtype=np.float32)) for t in texts])
         return await super().embed(texts, purpose=purpose)
+
+
+async def test_a_message_on_topic_does_not_wait_for_its_embedding_across() -> None:
+    """The topic's selection is reused (no search): the embedding for the other script,
+    still computing, is cancelled."""
+    asked = "What is my name?"
+    embedder = AcrossEmbedder({asked: unit(1, 0, 0, 0)}, across={asked: unit(0, 0, 1, 0)})
+    embedder.across_gate = asyncio.Event()  # the other model never answers
+    retriever = await retriever_over(
+        embedder,
+        (entry("name", "ฉันชื่อแอนนะคะ"), unit(0, 0, 1, 0)),
+        (entry("asked", "I asked about my name"), unit(1, 0, 0, 0)),
+    )
+    first = await retriever.retrieve(retriever.prepare(asked), KEY, exclude=(), topic=None)
+    assert first.records  # a selection to stay on
+    again = retriever.prepare(asked)
+    retriever.reach_across(again, ["สวัสดีค่ะ"])
+    reused = await retriever.retrieve(again, KEY, exclude=(), topic=first.topic)
+    assert reused.outcome == "topic_reuse"
+    assert again is not None
+    assert again.across is not None
+    with pytest.raises(asyncio.CancelledError):
+        await again.across

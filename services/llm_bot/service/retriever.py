@@ -232,6 +232,8 @@ class Retriever:
             and stays_on_topic(topic, vector, self._settings.topic_similarity)
         ):
             kept = joined(topic, vector)
+            if query.across is not None:  # no search: its other embedding is not needed
+                query.across.cancel()
             return Retrieval("topic_reuse", topic.selection, kept, _since(query))
         try:
             async with asyncio.timeout(self._settings.timeout_seconds):
