@@ -310,8 +310,8 @@ def test_removals_leave_what_a_fresh_build_of_the_rest_holds(
         index.upsert([(item, vectors)])
         latest[entry_id] = (item, vectors)
     for source in ("m0", "m1", "m2", "m3"):  # a window's exclusion finds every entry of it
-        rows = sorted(index.rows_of([source]))
-        assert rows == [r for r, e in enumerate(index.entries) if e.source_id == source]
+        found = sorted(index.rows_of([source]))
+        assert found == [r for r, e in enumerate(index.entries) if e.source_id == source]
     fresh = IndexSnapshot(dimension=8)
     fresh.upsert(latest.values())
     probe = np.random.default_rng(3).normal(size=8).astype(np.float32)
