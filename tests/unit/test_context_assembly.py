@@ -629,3 +629,38 @@ def test_recalled_items_the_last_turn_recalled_too_come_first() -> None:
         "m3",
         "m4",
     ]
+
+
+def test_room_a_long_line_leaves_is_filled_by_shorter_lower_scored_ones() -> None:
+    """Recalled items go lowest score first; when a long one's drop makes the prompt fit,
+    the shorter, lower-scored ones dropped with it are put back where they still fit."""
+    long_line = RecalledRecord(id="long", text="x" * 400, score=0.9, date="2025-07-01")
+    short = [
+        RecalledRecord(id=f"s{n}", text=f"short line {n}", score=0.5 - n / 100, date="2025-07-02")
+        for n in range(3)
+    ]
+    everything = assemble_context(
+        system_prompt="You are a shop assistant.",
+        bundle=EMPTY,
+        summary="",
+        window=WINDOW,
+        budget=WIDE,
+        counter=CharCounter(),
+        recalled=[long_line, *short],
+    )
+    without_long = everything.tokens - 100  # more than the three short lines free: the long goes
+    fitted = assemble_context(
+        system_prompt="You are a shop assistant.",
+        bundle=EMPTY,
+        summary="",
+        window=WINDOW,
+        budget=exact(without_long),
+        counter=CharCounter(),
+        recalled=[long_line, *short],
+    )
+    recalled = list(memory_of(fitted).get("recalled", []))
+    assert len(recalled) == 3
+    assert all("short line" in line for line in recalled)
+    assert fitted.dropped["recalled"] == 1
+    assert fitted.recalled_items == 3
+    assert fitted.tokens <= fitted.budget

@@ -15,6 +15,8 @@ order, until the prompt fits:
 1. long-term facts, notable events and recalled items, lowest score first (facts score
    ``salience * confidence``, events ``importance``, recalled items their retrieval
    relevance in [0, 1]; ties: older first, then id): they share the budget by score;
+   when this stage alone made the prompt fit, the items it dropped are then put back,
+   best first, each that still fits (a long line's drop can leave room for shorter ones);
 2. episodic summaries, oldest first;
 3. the rolling summary, shortened from its start (its most recent end is kept, prefixed
    with "…"): word by word, then character by character within its last word, then removed;
@@ -35,6 +37,7 @@ import itertools
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
+from typing import Any
 
 from llm_bot.context_budget import ContextBudget, default_context_budget
 from llm_bot.memory.long_term import LongTermBundle
@@ -93,6 +96,8 @@ class _Plan:
     window: int = 0
     keep: int | None = None
     """Characters of the current message kept (None: all of it)."""
+    refilled: frozenset[int] = frozenset()
+    """Of the first ``scored`` (dropped), those put back in the room their drop left."""
 
 
 class _Assembler:
@@ -140,7 +145,7 @@ class _Assembler:
 
     def omitted(self, plan: _Plan) -> list[MemoryItem]:
         return [
-            *self.scored[: plan.scored],
+            *(item for n, item in enumerate(self.scored[: plan.scored]) if n not in plan.refilled),
             *self.episodes[: plan.episodes],
             *self.profile[: plan.profile],
         ]
@@ -218,7 +223,7 @@ def assemble_context(
     everything = _Plan(*sizes)
     if asm.tokens(everything) <= limit:
         plan = _fit(_Plan(), sizes, lambda p: asm.tokens(p) <= limit)
-        return _result(asm, plan, limit, over_budget=False)
+        return _result(asm, _refill(asm, plan, limit), limit, over_budget=False)
     # Everything droppable is gone and the current turn is still too long: shorten its
     # message, keeping as many characters as fit (bisection; 0 keeps the marker only).
     low, high = 0, asm.target_length()
@@ -242,18 +247,61 @@ def _fit(plan: _Plan, sizes: tuple[int, ...], fits: Callable[[_Plan], bool]) -> 
     for field, size in zip(fields, sizes, strict=True):
         if size == 0:
             continue
-        if not fits(exhausted := replace(plan, **{field: size})):
+        if not fits(exhausted := _dropping(plan, field, size)):
             plan = exhausted
             continue
         low, high = 0, size  # fits(low) is known false, fits(high) true
         while high - low > 1:
             middle = (low + high) // 2
-            if fits(replace(plan, **{field: middle})):
+            if fits(_dropping(plan, field, middle)):
                 high = middle
             else:
                 low = middle
-        return replace(plan, **{field: high})
+        return _dropping(plan, field, high)
     return plan
+
+
+def _dropping(plan: _Plan, stage: str, count: int) -> _Plan:
+    """``plan`` with the first ``count`` of ``stage`` left out."""
+    counts: dict[str, Any] = {stage: count}  # a stage is one of the plan's int fields
+    return replace(plan, **counts)
+
+
+def _refill(asm: _Assembler, plan: _Plan, limit: int) -> _Plan:
+    """``plan`` with the scored items it drops put back, best first, each that still fits:
+    the drop order cuts at the first item whose removal makes the prompt fit, so a long
+    line can leave room that shorter, lower-scored ones fill (greedy packing by score, as
+    a knapsack's greedy fill skips what does not fit and goes on). Only when the scored
+    stage alone was cut: nothing of a later stage goes while an item is put back. The
+    first put back into a prompt without a memory message is counted with the whole
+    prompt (it brings the message's framing), the others by their line's tokens and ``REFILL_LINE_TOKENS``; one count of the
+    prompt checks the whole, and the last put back go first while it does not fit."""
+    if plan.scored == 0 or plan != _Plan(scored=plan.scored):
+        return plan
+    room = limit - asm.tokens(plan)
+    refilled: list[int] = []
+    framed = bool(  # the memory message is in the prompt: a line costs its line only
+        plan.scored < len(asm.scored) or asm.items.summary or asm.episodes or asm.profile
+    )
+    for index in reversed(range(plan.scored)):
+        cost = asm.counter.count(asm.scored[index].text) + REFILL_LINE_TOKENS
+        if cost > room:
+            continue
+        if not refilled and not framed:  # counted whole: it brings the message's framing
+            if (spent := asm.tokens(replace(plan, refilled=frozenset({index})))) > limit:
+                continue
+            room = limit - spent
+        else:
+            room -= cost
+        refilled.append(index)
+    while refilled and asm.tokens(replace(plan, refilled=frozenset(refilled))) > limit:
+        refilled.pop()
+    return replace(plan, refilled=frozenset(refilled))
+
+
+REFILL_LINE_TOKENS = 3
+"""What a line adds to the memory message besides its text (its JSON quotes, comma and
+line break), and one token more: the pieces at its edges may not merge as counted alone."""
 
 
 def _summary_cuts(summary: str) -> list[int]:
