@@ -11,7 +11,9 @@ captions appended) embedded as the worker embeds them (``embed_entries``: each e
 embedding and its sentences'), in one in-memory ``IndexSnapshot``; every category 1-4
 question is searched (``hybrid_search.search``, up to 100 hits, the service's default
 minimum) and the hits are packed best first, one prompt line each, into the budget minus
-``FIXED`` tokens (the framing and the fake summarizer's episodes the service adds). Printed:
+``FIXED`` tokens (the framing and the fake summarizer's episodes the service adds), a line
+that does not fit skipped and the next tried, as context assembly puts back what fits
+after its drops. Printed:
 evidence recall by budget and category, and the dense ranking's recall of evidence among
 its first 10 / 25 / 50. Baseline in the same run: the same entries with their own embedding
 only (no sentence embeddings). It predicts ``tests/bench/locomo.py`` within ~0.01.
@@ -128,8 +130,8 @@ def score(
         for budget, by_category in tally.packed.items():
             room, shown = budget - FIXED, set()
             for hit, cost in zip(hits, costs, strict=True):
-                if cost > room:
-                    break
+                if cost > room:  # skipped, as context assembly puts back what fits
+                    continue
                 room -= cost
                 shown.add(hit.entry.source_id)
             by_category[question.category].append(len(evidence & shown) / len(evidence))

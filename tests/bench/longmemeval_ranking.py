@@ -110,8 +110,8 @@ class Tally:
         for budget, by_type in self.packed.items():
             room, shown = budget - FIXED, []
             for text, cost in lines:
-                if cost > room:
-                    break
+                if cost > room:  # skipped, as context assembly puts back what fits
+                    continue
                 room -= cost
                 shown.append(text)
             by_type[question.type].append(recall_of(question, normalised("\n".join(shown))))
