@@ -265,6 +265,27 @@ async def test_thai_is_recalled_by_its_keywords(
     assert all(score < ranked[0].score for score in weather)
 
 
+async def test_an_english_question_in_a_thai_conversation_recalls_a_thai_message(
+    retrieval_settings: Callable[..., Settings],
+) -> None:
+    """In a conversation written in Thai, an English question is also embedded by the
+    multilingual model: the Thai message that answers it, which shares no word with it, is
+    recalled by that vector (``Retriever.reach_across``)."""
+    settings = retrieval_settings()
+    key = ConversationKey("trx", new_id("u"), new_id("c"))
+    async with bot(settings) as (service, client), running_worker(settings) as _worker:
+        await say(client, key, "อ้อ ฉันชื่อแอนนะคะ")
+        await say(client, key, "วันนี้อากาศดีมาก ฉันไปเดินเล่นที่สวน")
+        await settled(client)
+        later = ConversationKey(key.tenant_id, key.user_id, new_id("c"))
+        await say(client, later, "ขอถามหน่อยค่ะ")
+        await say(client, later, "What is my name?")
+        memory = await service.store.working_memory(later)
+    assert memory is not None
+    assert memory.topic is not None
+    assert any("แอน" in record.text for record in memory.topic.selection)
+
+
 async def test_the_worker_embeds_each_sentence_of_a_message(
     retrieval_settings: Callable[..., Settings],
 ) -> None:
