@@ -51,6 +51,7 @@ from tests.bench.locomo_scoring import (
     prompt_text,
     recall_of,
 )
+from tests.bench.throughput import remove_keys
 from tests.bench.token_cost import settle
 from tests.support.events import message_event, new_id
 from tests.support.harness import bot, running_worker, settings_for_test
@@ -276,6 +277,15 @@ def report(results: dict[tuple[str, int], Scores], budgets: list[int]) -> None:
 
 
 async def main(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:
+    """``measure``, then this run's Redis keys removed (whatever happened)."""
+    try:
+        await measure(args, data)
+    finally:
+        removed = await remove_keys(os.environ.get("REDIS_URL", DEFAULT_REDIS_URL))
+        print(f"removed {removed} Redis keys of this run", flush=True)
+
+
+async def measure(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:
     configure_logging(level=args.log_level, fmt="console")
     selected = [
         c if not args.questions else replace(c, questions=c.questions[: args.questions])

@@ -49,6 +49,7 @@ from llm_bot.logs import configure_logging
 from tests.bench.locomo import COUNTER, Prompts, percentile, settings_for
 from tests.bench.locomo_scoring import prompt_text
 from tests.bench.longmemeval_scoring import TYPES, Question, last_n_prompt, questions, recall_of
+from tests.bench.throughput import remove_keys
 from tests.bench.token_cost import worker_idle
 from tests.support.events import message_event, new_id
 from tests.support.harness import bot, integrator, running_service, running_worker
@@ -338,6 +339,15 @@ def report(results: dict[tuple[str, int], Scores], budgets: list[int]) -> None:
 
 
 async def main(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:
+    """``measure``, then this run's Redis keys removed (whatever happened)."""
+    try:
+        await measure(args, data)
+    finally:
+        removed = await remove_keys(os.environ.get("REDIS_URL", DEFAULT_REDIS_URL))
+        print(f"removed {removed} Redis keys of this run", flush=True)
+
+
+async def measure(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:
     configure_logging(level=args.log_level, fmt="console")
     selected = [q for q in questions(data) if not args.only or q.id in args.only]
     selected = selected[: args.questions or None]
