@@ -29,7 +29,7 @@ import os
 import statistics
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
@@ -276,13 +276,17 @@ def report(results: dict[tuple[str, int], Scores], budgets: list[int]) -> None:
             )
 
 
-async def main(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:
-    """``measure``, then this run's Redis keys removed (whatever happened)."""
+async def then_clean(run: Awaitable[None]) -> None:
+    """``run``, then this run's Redis keys removed (whatever happened)."""
     try:
-        await measure(args, data)
+        await run
     finally:
         removed = await remove_keys(os.environ.get("REDIS_URL", DEFAULT_REDIS_URL))
         print(f"removed {removed} Redis keys of this run", flush=True)
+
+
+async def main(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:
+    await then_clean(measure(args, data))
 
 
 async def measure(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:

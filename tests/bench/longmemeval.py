@@ -46,10 +46,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.logs import configure_logging
-from tests.bench.locomo import COUNTER, Prompts, percentile, settings_for
+from tests.bench.locomo import COUNTER, Prompts, percentile, settings_for, then_clean
 from tests.bench.locomo_scoring import prompt_text
 from tests.bench.longmemeval_scoring import TYPES, Question, last_n_prompt, questions, recall_of
-from tests.bench.throughput import remove_keys
 from tests.bench.token_cost import worker_idle
 from tests.support.events import message_event, new_id
 from tests.support.harness import bot, integrator, running_service, running_worker
@@ -339,12 +338,7 @@ def report(results: dict[tuple[str, int], Scores], budgets: list[int]) -> None:
 
 
 async def main(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:
-    """``measure``, then this run's Redis keys removed (whatever happened)."""
-    try:
-        await measure(args, data)
-    finally:
-        removed = await remove_keys(os.environ.get("REDIS_URL", DEFAULT_REDIS_URL))
-        print(f"removed {removed} Redis keys of this run", flush=True)
+    await then_clean(measure(args, data))
 
 
 async def measure(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:

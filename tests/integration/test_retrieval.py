@@ -4,7 +4,7 @@ filler skips the search, topics reuse their selection, erasure takes the entries
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -15,6 +15,7 @@ from llm_bot.entrypoints.recall_cli import reindex, show_recall
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.fake_model.memory_prompts import memory_responder
 from llm_bot.memory.hybrid_search import SearchQuery
+from llm_bot.memory.topic import RecalledRecord
 from llm_bot.memory.working import ConversationKey
 from llm_bot.service.indexer import Indexer
 from tests.integration.test_memory_worker import say, settled
@@ -248,18 +249,12 @@ async def test_thai_is_recalled_by_its_keywords(
 ) -> None:
     """The English embedding model cannot read Thai (no vector); Thai character bigrams
     still find a Thai message for a Thai question, ranked above an unrelated Thai one."""
-    settings = retrieval_settings()
-    key = ConversationKey("trth", new_id("u"), new_id("c"))
-    async with bot(settings) as (service, client), running_worker(settings) as _worker:
-        await say(client, key, "กาต้มน้ำสีฟ้าราคา 250 บาทค่ะ ส่งฟรีวันเสาร์")
-        await say(client, key, "วันนี้อากาศดีมาก ฉันไปเดินเล่นที่สวน")
-        await settled(client)
-        later = ConversationKey(key.tenant_id, key.user_id, new_id("c"))
-        await say(client, later, "กาต้มน้ำสีฟ้าราคาเท่าไหร่")
-        memory = await service.store.working_memory(later)
-    assert memory is not None
-    assert memory.topic is not None
-    ranked = sorted(memory.topic.selection, key=lambda record: -record.score)
+    selection = await recalled_later(
+        retrieval_settings(),
+        said=("กาต้มน้ำสีฟ้าราคา 250 บาทค่ะ ส่งฟรีวันเสาร์", "วันนี้อากาศดีมาก ฉันไปเดินเล่นที่สวน"),
+        asked=("กาต้มน้ำสีฟ้าราคาเท่าไหร่",),
+    )
+    ranked = sorted(selection, key=lambda record: -record.score)
     assert "กาต้มน้ำ" in ranked[0].text
     weather = [r.score for r in ranked if "อากาศ" in r.text and "กาต้มน้ำ" not in r.text]
     assert all(score < ranked[0].score for score in weather)
@@ -271,19 +266,31 @@ async def test_an_english_question_in_a_thai_conversation_recalls_a_thai_message
     """In a conversation written in Thai, an English question is also embedded by the
     multilingual model: the Thai message that answers it, which shares no word with it, is
     recalled by that vector (``Retriever.reach_across``)."""
-    settings = retrieval_settings()
-    key = ConversationKey("trx", new_id("u"), new_id("c"))
+    selection = await recalled_later(
+        retrieval_settings(),
+        said=("อ้อ ฉันชื่อแอนนะคะ", "วันนี้อากาศดีมาก ฉันไปเดินเล่นที่สวน"),
+        asked=("ขอถามหน่อยค่ะ", "What is my name?"),
+    )
+    assert any("แอน" in record.text for record in selection)
+
+
+async def recalled_later(
+    settings: Settings, *, said: Sequence[str], asked: Sequence[str]
+) -> tuple[RecalledRecord, ...]:
+    """A user says ``said`` in one conversation (the worker indexes it), then ``asked`` in
+    a new one: what the last message of the new one recalled (its topic's selection)."""
+    key = ConversationKey("trth", new_id("u"), new_id("c"))
     async with bot(settings) as (service, client), running_worker(settings) as _worker:
-        await say(client, key, "อ้อ ฉันชื่อแอนนะคะ")
-        await say(client, key, "วันนี้อากาศดีมาก ฉันไปเดินเล่นที่สวน")
+        for text in said:
+            await say(client, key, text)
         await settled(client)
         later = ConversationKey(key.tenant_id, key.user_id, new_id("c"))
-        await say(client, later, "ขอถามหน่อยค่ะ")
-        await say(client, later, "What is my name?")
+        for text in asked:
+            await say(client, later, text)
         memory = await service.store.working_memory(later)
     assert memory is not None
     assert memory.topic is not None
-    assert any("แอน" in record.text for record in memory.topic.selection)
+    return memory.topic.selection
 
 
 async def test_the_worker_embeds_each_sentence_of_a_message(
