@@ -29,7 +29,7 @@ import numpy as np
 from llm_bot.adapters.script_embedder import DIMENSION, MODEL_NAME
 from llm_bot.bootstrap import long_term_store, progress_store, recall_index, redis_client
 from llm_bot.config import Settings
-from llm_bot.delivery.gc_tuning import CONSUMING_GC as SERVING_GC
+from llm_bot.delivery.gc_tuning import SERVING_GC
 from llm_bot.gateway.api_keys import key_digest
 from llm_bot.logs import configure_logging
 from llm_bot.memory.long_term import SemanticFact, Source

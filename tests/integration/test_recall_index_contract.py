@@ -5,7 +5,7 @@ real Redis for all three."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -20,7 +20,7 @@ from llm_bot.adapters.redis_recall_index import RedisRecallIndex
 from llm_bot.errors import ErasedMeanwhile, IndexModelMismatch
 from llm_bot.memory.hybrid_search import IndexSnapshot, SearchQuery, search
 from llm_bot.memory.keyword_terms import keyword_terms
-from llm_bot.memory.recall_items import EntryKind, IndexEntry
+from llm_bot.memory.recall_items import EntryKind, IndexEntry, SearchHit
 from llm_bot.memory.time_expressions import asks_when, periods
 from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import RecallIndex
@@ -298,9 +298,7 @@ async def test_ranking_is_the_in_memory_reference(idx: Index) -> None:
         entry("m|c2|e13", "Painted a lake at sunrise", conversation="c2"),
         entry("m|c2|e14", "Mel and the cat watched the river", conversation="c2"),
     ]
-    await idx.put(*corpus)
-    reference = IndexSnapshot()
-    reference.upsert((e, hashed_vectors(e)) for e in corpus)
+    reference = await put_with_reference(idx, corpus)
     for text in ("cat vet", "river cycling Mel", "Biscuit", "tea"):
         expected = search(reference, query(text, min_score=0.2))
         found = await idx.index.search(
@@ -378,9 +376,7 @@ async def test_time_rankings_are_the_in_memory_reference(idx: Index, dense: bool
     """Periods the message names and when-questions rank as ``hybrid_search.search`` ranks
     them, with dense search on or off (texts of different lengths: no ties, whose order is
     each index's own)."""
-    await idx.put(*DATED)
-    reference = IndexSnapshot()
-    reference.upsert((e, hashed_vectors(e)) for e in DATED)
+    reference = await put_with_reference(idx, DATED)
     asked = datetime.fromisoformat("2023-05-30T20:00:00+07:00")
     for text, moves in (
         ("What did we cook for dinner last week?", True),
@@ -416,9 +412,7 @@ async def test_a_message_that_asks_several_questions_ranks_as_the_reference(idx:
         entry("m|c2|e13", "Painted a lake at sunrise", conversation="c2"),
         entry("m|c2|e14", "My budget for the new bike is 300 baht", conversation="c2"),
     ]
-    await idx.put(*corpus)
-    reference = IndexSnapshot()
-    reference.upsert((e, hashed_vectors(e)) for e in corpus)
+    reference = await put_with_reference(idx, corpus)
     asked = "remind me: what is my cat called, and what is my budget?"
     parts = tuple(  # the nearest alone, over a minimum none reaches: hashed vectors tie at 0
         query(part, min_score=0.95, nearest=1) for part in ("what is my cat called", "my budget?")
@@ -426,9 +420,7 @@ async def test_a_message_that_asks_several_questions_ranks_as_the_reference(idx:
     compound = replace(query(asked, min_score=0.2), parts=parts)
     expected = search(reference, compound)
     found = await idx.index.search(idx.tenant, idx.user, compound, model=MODEL)
-    assert [(h.entry.id, round(h.score, 4), round(h.dense, 3)) for h in found] == [
-        (h.entry.id, round(h.score, 4), round(h.dense, 3)) for h in expected
-    ]
+    assert ranked(found) == ranked(expected)
     assert [h.score for h in found] == pytest.approx([h.score for h in expected])
     assert {"m|c1|e1", "m|c2|e14"} <= {h.entry.id for h in found}
 
@@ -438,14 +430,23 @@ async def test_a_part_without_words_ranks_as_the_reference(idx: Index) -> None:
     for texts of another script) ranks as in ``hybrid_search.search``, and brings the
     entry nearest to it that nothing else found."""
     corpus = [CAT, BIKE, FACT, entry("m|c2|e13", "Painted a lake at sunrise", conversation="c2")]
-    await idx.put(*corpus)
-    reference = IndexSnapshot()
-    reference.upsert((e, hashed_vectors(e)) for e in corpus)
+    reference = await put_with_reference(idx, corpus)
     across = query("Painted a lake at sunrise", terms=(), min_score=0.45, nearest=1)
     asked = replace(query("what did I adopt?", min_score=0.95), parts=(across,))
     expected = search(reference, asked)
     found = await idx.index.search(idx.tenant, idx.user, asked, model=MODEL)
-    assert [(h.entry.id, round(h.score, 4), round(h.dense, 3)) for h in found] == [
-        (h.entry.id, round(h.score, 4), round(h.dense, 3)) for h in expected
-    ]
+    assert ranked(found) == ranked(expected)
     assert "m|c2|e13" in {h.entry.id for h in found}
+
+
+async def put_with_reference(idx: Index, corpus: Sequence[IndexEntry]) -> IndexSnapshot:
+    """``corpus`` written to the index under test, and the in-memory reference of it."""
+    await idx.put(*corpus)
+    reference = IndexSnapshot()
+    reference.upsert((e, hashed_vectors(e)) for e in corpus)
+    return reference
+
+
+def ranked(hits: Sequence[SearchHit]) -> list[tuple[str, float, float]]:
+    """Each hit's entry, fused score and cosine, rounded as two indexes agree on them."""
+    return [(h.entry.id, round(h.score, 4), round(h.dense, 3)) for h in hits]

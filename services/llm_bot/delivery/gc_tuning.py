@@ -62,3 +62,6 @@ class ConsumingGc:
 
 
 CONSUMING_GC = ConsumingGc()
+SERVING_GC = CONSUMING_GC
+"""The same holder count: ``llm-bot inspect`` serving beside a consumer in one process
+(tests) must not release what the consumer holds."""

@@ -11,7 +11,7 @@ import structlog
 import uvicorn
 
 from llm_bot.config import Settings
-from llm_bot.delivery.gc_tuning import CONSUMING_GC as SERVING_GC
+from llm_bot.delivery.gc_tuning import SERVING_GC
 from llm_bot.entrypoints.startup import check_redis
 from llm_bot.inspector.access_keys import InspectorKeys
 from llm_bot.inspector.app import create_app

@@ -274,8 +274,9 @@ def _refill(asm: _Assembler, plan: _Plan, limit: int) -> _Plan:
     a knapsack's greedy fill skips what does not fit and goes on). Only when the scored
     stage alone was cut: nothing of a later stage goes while an item is put back. The
     first put back into a prompt without a memory message is counted with the whole
-    prompt (it brings the message's framing), the others by their line's tokens and ``REFILL_LINE_TOKENS``; one count of the
-    prompt checks the whole, and the last put back go first while it does not fit."""
+    prompt (it brings the message's framing), the others by their line's tokens and
+    ``REFILL_LINE_TOKENS``; one count of the prompt checks the whole, and the last put
+    back go first while it does not fit."""
     if plan.scored == 0 or plan != _Plan(scored=plan.scored):
         return plan
     room = limit - asm.tokens(plan)

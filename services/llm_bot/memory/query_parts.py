@@ -116,15 +116,9 @@ def message_query(
         max_tokens=max_tokens,
         token_count=token_count,
     )
-    reach = (
-        (
-            SearchQuery(
-                vector=across, terms=(), limit=limit, min_score=min_score, nearest=PART_NEAREST
-            ),
-        )
-        if across is not None
-        else ()
-    )
+    reach: tuple[SearchQuery, ...] = ()
+    if across is not None:
+        reach = (SearchQuery(across, (), limit=limit, min_score=min_score, nearest=PART_NEAREST),)
     if not parts:
         return replace(query, parts=reach)
     questions = tuple(

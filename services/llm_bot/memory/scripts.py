@@ -20,8 +20,10 @@ def mostly_latin(text: str) -> bool:
     """Whether ``text`` has something besides spaces and fewer than ``FOREIGN_SHARE`` of its
     letters outside the Latin script (a text without letters, numbers or emoji, counts as
     Latin: any model reads it as it is; "ฉันชอบ iPhone มาก" is more Thai than Latin)."""
-    if text.isascii() or _LATIN.search(text) is None:  # one script: no count needed
-        return bool(text.strip()) and (text.isascii() or _FOREIGN.search(text) is None)
+    if text.isascii():  # most text, checked at C speed
+        return bool(text.strip())
+    if _LATIN.search(text) is None:  # no Latin letter: Latin only when it has no letter
+        return bool(text.strip()) and _FOREIGN.search(text) is None
     letters = [c for c in text if c.isalpha()]
     foreign = sum(1 for c in letters if not _latin(c))
     return foreign < FOREIGN_SHARE * len(letters)
