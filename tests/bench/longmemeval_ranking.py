@@ -10,7 +10,7 @@ For each question, its haystack becomes index entries as the worker makes them
 date as ``created_at``), embedded as the worker embeds them (``embed_entries``), in one
 in-memory ``IndexSnapshot``; the question is searched as the retriever does at
 ``question_date`` (``hybrid_search.search``, the periods it names, whether it asks when)
-and the hits are packed best first, one prompt line each, into the budget minus ``FIXED``
+and the hits are packed best first, one prompt line each, into the budget minus ``fixed(budget)``
 tokens, as ``locomo_ranking.py`` does. Printed: evidence recall by budget and question
 type, and the same without the time rankings. Embeddings are cached on disk by text
 (``--cache``), so a second run costs only the searches.
@@ -38,7 +38,7 @@ from llm_bot.memory.query_parts import message_query, question_parts
 from llm_bot.memory.recall_items import IndexEntry, conversation_entries, text_digest
 from llm_bot.ports import Embedder, EmbeddingPurpose, Matrix
 from llm_bot.service.indexer import embed_entries
-from tests.bench.locomo_ranking import FIXED, MIN_SCORE, line_tokens
+from tests.bench.locomo_ranking import MIN_SCORE, fixed, line_tokens
 from tests.bench.locomo_scoring import normalised
 from tests.bench.longmemeval_scoring import TYPES, Question, questions, recall_of
 from tests.bench.plots import plot_recall
@@ -108,7 +108,7 @@ class Tally:
 
     def add(self, question: Question, lines: Sequence[tuple[str, int]]) -> None:
         for budget, by_type in self.packed.items():
-            room, shown = budget - FIXED, []
+            room, shown = budget - fixed(budget), []
             for text, cost in lines:
                 if cost > room:  # skipped, as context assembly puts back what fits
                     continue

@@ -8,8 +8,11 @@ from typing import Any
 
 import pytest
 
+from llm_bot.graph.model_call import prompt_context
 from llm_bot.memory.classification import EventType
 from llm_bot.memory.context import (
+    EPISODES_SHARE,
+    REFILL_LINE_TOKENS,
     AssembledContext,
     ContextBudget,
     assemble_context,
@@ -32,6 +35,8 @@ from llm_bot.memory.tokens import (
     count_chat_tokens,
 )
 from llm_bot.memory.topic import RecalledRecord
+from llm_bot.memory.working import Recalled, WorkingMemory
+from llm_bot.service.personas import Persona
 
 EMPTY = LongTermBundle()
 WIDE = ContextBudget(max_context_tokens=1_000_000, max_output_tokens=0, safety_margin=0)
@@ -139,6 +144,7 @@ def assemble(
     window: Sequence[ChatMessage] = WINDOW,
     budget: ContextBudget = WIDE,
     counter: TokenCounter | None = None,
+    episodes_tokens: int | None = None,
 ) -> AssembledContext:
     return assemble_context(
         system_prompt=system_prompt,
@@ -147,6 +153,7 @@ def assemble(
         window=window,
         budget=budget,
         counter=counter or CharCounter(),
+        episodes_tokens=episodes_tokens,
     )
 
 
@@ -464,6 +471,67 @@ def test_oldest_episodes_go_after_every_fact_and_event() -> None:
     assert dict(result.dropped) == dropped(facts=3, events=2, episodes=1)
     assert result.long_term_items == 2
     assert result.summary_included
+
+
+RECENT = LongTermBundle(
+    episodes=(
+        episode("e1", "First visit.", day=1),
+        episode("e2", "Second visit.", day=5),
+        episode("e3", "Third visit.", day=9),
+    ),
+    events=(event("n1", "Asked for a refund.", day=2, importance=0.9),),
+)
+TWO_LATEST = sum(
+    len(line) + REFILL_LINE_TOKENS
+    for line in ("2025-07-09: Third visit.", "2025-07-05: Second visit.")
+)
+"""What the lines of the two latest episodes cost, one token a character."""
+
+
+def test_only_the_latest_episodes_within_their_share_are_offered() -> None:
+    """With room for two episode lines, the two latest are shown, oldest first; the
+    events merged with them stay; the oldest episode is not offered (not dropped)."""
+    result = assemble(RECENT, episodes_tokens=TWO_LATEST)
+    assert memory_of(result)["episodes"] == [
+        "2025-07-02: (REQUEST) Asked for a refund.",
+        "2025-07-05: Second visit.",
+        "2025-07-09: Third visit.",
+    ]
+    assert dict(result.dropped) == dropped()
+    assert (
+        memory_of(assemble(RECENT, episodes_tokens=TWO_LATEST + 100))["episodes"]
+        == (memory_of(assemble(RECENT))["episodes"])
+    )
+
+
+def test_the_latest_episode_is_offered_whatever_its_length() -> None:
+    """A share smaller than the latest episode still offers it: the budget's drop order
+    decides whether it stays."""
+    result = assemble(RECENT, episodes_tokens=1)
+    assert memory_of(result)["episodes"] == [
+        "2025-07-02: (REQUEST) Asked for a refund.",
+        "2025-07-09: Third visit.",
+    ]
+
+
+def test_the_reply_path_gives_episodes_a_tenth_of_the_input_budget() -> None:
+    """``prompt_context`` (what ``call_model`` sends and the inspector shows) offers the
+    latest episodes within ``EPISODES_SHARE`` of the input budget."""
+    budget = exact(round(TWO_LATEST / EPISODES_SHARE))
+    recalled = Recalled(
+        memory=WorkingMemory(messages=tuple(WINDOW)),
+        last_turn=0,
+        version=0,
+        processed=None,
+        bundle=RECENT,
+    )
+    persona = Persona(name="shop", system_prompt="You are a shop assistant.")
+    context = prompt_context(persona, recalled, WINDOW, None, budget=budget, counter=CharCounter())
+    assert memory_of(context)["episodes"] == [
+        "2025-07-02: (REQUEST) Asked for a refund.",
+        "2025-07-05: Second visit.",
+        "2025-07-09: Third visit.",
+    ]
 
 
 def prompt_with(memory: Mapping[str, Any]) -> list[PromptMessage]:

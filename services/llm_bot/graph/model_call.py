@@ -12,7 +12,12 @@ import structlog
 
 from llm_bot.graph.reply_stream import stream_for
 from llm_bot.graph.state import GraphState
-from llm_bot.memory.context import AssembledContext, ContextBudget, assemble_context
+from llm_bot.memory.context import (
+    EPISODES_SHARE,
+    AssembledContext,
+    ContextBudget,
+    assemble_context,
+)
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.tokens import TokenCounter
 from llm_bot.memory.working import Recalled
@@ -86,7 +91,8 @@ def prompt_context(
     budget: ContextBudget,
     counter: TokenCounter,
 ) -> AssembledContext:
-    """The prompt ``call_model`` sends (and the inspector's dry run shows)."""
+    """The prompt ``call_model`` sends (and the inspector's dry run shows): the latest
+    episodes within ``EPISODES_SHARE`` of the input budget."""
     return assemble_context(
         system_prompt=persona.system_prompt,
         bundle=recalled.bundle,
@@ -96,6 +102,7 @@ def prompt_context(
         counter=counter,
         recalled=retrieval.records if retrieval is not None else (),
         carried=_last_selection(recalled),
+        episodes_tokens=int(EPISODES_SHARE * budget.input_budget),
     )
 
 

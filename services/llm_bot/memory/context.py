@@ -7,6 +7,13 @@ message (the window's last message). Memory is data, never an instruction: it go
 JSON document of sanitised text (:mod:`~llm_bot.memory.memory_message` says why), left
 out when there is nothing to remember; the operator's text is the only system message.
 
+With ``episodes_tokens`` (the reply path gives ``EPISODES_SHARE`` of the input budget), the
+episodic summaries offered are the latest, newest first, while their lines fit in it (the
+latest is always offered): they carry what happened lately, whatever the message; what is
+relevant to it comes back by recall (the index holds every episode), and at a small
+budget recent episodes would otherwise keep the room recall needs (the latest five took
+230 of 1,000 tokens in a LoCoMo prompt).
+
 Budget (``input_budget = max_context_tokens - max_output_tokens - safety_margin``, counted
 with ``TokenCounter.count_messages`` over the whole prompt, whatever the script: Thai, CJK
 and emoji cost far more tokens per character than English). When over, this goes, in this
@@ -201,10 +208,12 @@ def assemble_context(
     counter: TokenCounter,
     recalled: Sequence[RecalledRecord] = (),
     carried: Collection[str] = (),
+    episodes_tokens: int | None = None,
 ) -> AssembledContext:
     """The prompt for the model: ``window`` ends with the current turn (its user message,
     or the tool results that continue it); ``recalled`` is what retrieval found,
-    ``carried`` the ids of those the previous turn recalled too (shown first).
+    ``carried`` the ids of those the previous turn recalled too (shown first);
+    ``episodes_tokens``, what the latest episodes may take (None: every one of the bundle's).
 
     Raises ValueError when the window holds a ``system`` message (the leading system
     message is the only one the prompt may have).
@@ -212,9 +221,12 @@ def assemble_context(
     if any(message.role == "system" for message in window):
         raise ValueError("the window must not contain system messages")
     window = canonical_tool_sequence(window)  # never half a tool exchange in a prompt
+    items = collect_items(bundle, summary, recalled, carried)
+    if episodes_tokens is not None:
+        items = latest_episodes(items, episodes_tokens, counter)
     asm = _Assembler(
         system_prompt=system_prompt,
-        items=collect_items(bundle, summary, recalled, carried),
+        items=items,
         window=window,
         counter=counter,
     )
@@ -236,6 +248,28 @@ def assemble_context(
         else:
             high = middle
     return _result(asm, replace(everything, keep=low), limit, over_budget=False)
+
+
+EPISODES_SHARE = 0.1
+"""Of the input budget, what the latest episodic summaries may take on the reply path (see
+the module's docstring): 100 tokens of 1,000, 400 of 4,000 (the bundle holds at most five)."""
+
+
+def latest_episodes(items: MemoryItems, tokens: int, counter: TokenCounter) -> MemoryItems:
+    """``items`` with the episodes its latest ones leave out: newest first, each while the
+    lines so far fit in ``tokens`` (the latest whatever its length)."""
+    newest_first = sorted(items.episodes, key=lambda i: (i.created_at, i.id, i.uid), reverse=True)
+    spent = 0
+    offered: set[int] = set()
+    for item in newest_first:
+        spent += counter.count(item.text) + REFILL_LINE_TOKENS
+        if offered and spent > tokens:
+            break
+        offered.add(item.uid)
+    if len(offered) == len(newest_first):
+        return items
+    episodic = tuple(i for i in items.episodic if i.kind != "episodes" or i.uid in offered)
+    return replace(items, episodic=episodic)
 
 
 def _fit(plan: _Plan, sizes: tuple[int, ...], fits: Callable[[_Plan], bool]) -> _Plan:
@@ -348,6 +382,7 @@ def _result(asm: _Assembler, plan: _Plan, limit: int, *, over_budget: bool) -> A
 
 
 __all__ = [
+    "EPISODES_SHARE",
     "AssembledContext",
     "ContextBudget",
     "assemble_context",
