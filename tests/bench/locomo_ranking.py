@@ -59,6 +59,8 @@ def fixed(budget: int) -> int:
     ``tests.bench.locomo`` measured 165 / 259 / 303 with retrieval off at 1,000 / 2,000 /
     4,000 tokens."""
     return FRAMING + min(EPISODES, int(EPISODES_SHARE * budget))
+
+
 MIN_SCORE = 0.45
 ASKED_AT = datetime.now(UTC)
 """When the questions are asked (as in ``locomo.py``: now; LoCoMo has no question dates)."""
