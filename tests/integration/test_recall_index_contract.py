@@ -401,7 +401,7 @@ async def test_time_rankings_are_the_in_memory_reference(idx: Index, dense: bool
 
 async def test_a_message_that_asks_several_questions_ranks_as_the_reference(idx: Index) -> None:
     """Each question of a compound message searched on its own (its dense ranking holding
-    its nearest entry whatever the minimum, its keywords) and fused with the message's:
+    its nearest entry whatever the minimum, its keywords), fused apart from the message's:
     the hits, their order and fused scores are those of ``hybrid_search.search``."""
     corpus = [
         CAT,

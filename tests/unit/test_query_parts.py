@@ -108,6 +108,27 @@ def test_each_question_finds_its_answer_where_the_whole_message_finds_none() -> 
     assert all(h.dense > 0.9 for h in hits)
 
 
+def test_each_question_brings_its_own_best_above_what_every_question_finds_a_little() -> None:
+    """Each question's rankings are fused on their own and an entry keeps its best score:
+    the answer to each question ranks above an entry both questions find second (one
+    fusion of all their rankings summed the second places and put that entry first)."""
+    index = IndexSnapshot()
+    index.upsert(
+        [
+            (entry("name", "Ann here"), unit(1, 0, 0, 0)),
+            (entry("budget", "three hundred baht"), unit(0, 1, 0, 0)),
+            (entry("both", "a little of each"), unit(0.7, 0.7, 0, 0.14)),
+        ]
+    )
+    parts = (
+        SearchQuery(vector=unit(1, 0, 0, 0), terms=()),
+        SearchQuery(vector=unit(0, 1, 0, 0), terms=()),
+    )
+    hits = search(index, SearchQuery(vector=unit(0, 0, 0, 1), terms=(), parts=parts))
+    assert [h.entry.id for h in hits] == ["name", "budget", "both"]
+    assert hits[0].score == hits[1].score > hits[2].score
+
+
 class TableEmbedder:
     """Vectors from a table (a text not in it: the zero vector); records each call."""
 

@@ -59,6 +59,7 @@ from llm_bot.memory.hybrid_search import (
     Candidate,
     SearchQuery,
     Vector,
+    best_of,
     bm25_scores,
     collapse_within,
     days_within,
@@ -242,6 +243,8 @@ class QdrantRecallIndex:
             fields=fields,
             keyword=keyword,
         )
+        # the message's rankings fused, then each question's, the best score of each kept
+        fused = [fuse(rankings, (np.where(dense >= query.min_score, dense, 0), keyword))]
         part_probes: list[Vector] = []  # the questions' unit embeddings, when compared
         for asked, part_keyword in zip(query.parts, by_part_keyword, strict=True):
             # dense off, or the user's vectors another model's: the parts by keywords too
@@ -255,7 +258,7 @@ class QdrantRecallIndex:
             ) = await self._part_rankings(
                 tenant_id, user_id, part, part_keyword, model=model, size=size, ids=ids
             )
-            rankings += part_rankings + await self._time_rankings(
+            part_rankings += await self._time_rankings(
                 tenant_id,
                 user_id,
                 part,
@@ -265,16 +268,12 @@ class QdrantRecallIndex:
                 fields=fields,
                 keyword=part_words,
             )
-            grown = len(ids) - len(dense)
-            dense, keyword, found = (
-                np.pad(dense, (0, grown)),
-                np.pad(keyword, (0, grown)),
-                np.pad(found, (0, grown)),
+            part_cosines = np.where(part_dense >= part.min_score, part_dense, 0)
+            fused.append(fuse(part_rankings, (part_cosines, part_words)))
+            dense, keyword, found = _best_by_row(
+                (dense, keyword, found), (part_dense, part_words, part_found)
             )
-            dense = np.maximum(dense, part_dense)
-            keyword = np.maximum(keyword, part_words)
-            found |= part_found
-        fused = fuse(rankings, (np.where(dense >= query.min_score, dense, 0), keyword))
+        merged = best_of(fused, (np.where(dense >= query.min_score, dense, 0), keyword))
         details: Details = {}
 
         def candidate(row: int, score: float) -> Candidate:
@@ -287,14 +286,14 @@ class QdrantRecallIndex:
 
         head = 0
         while True:  # the hits of a head are the head of the hits: read on only if needed
-            head = min(len(fused), max(2 * query.limit, 2 * head))
-            wanted = [ids[row] for row, _ in fused[:head] if ids[row] not in details]
+            head = min(len(merged), max(2 * query.limit, 2 * head))
+            wanted = [ids[row] for row, _ in merged[:head] if ids[row] not in details]
             details.update(
                 await self._details(tenant_id, user_id, wanted, query.vector is not None)
             )
-            heading = (candidate(row, s) for row, s in fused[:head] if ids[row] in details)
+            heading = (candidate(row, s) for row, s in merged[:head] if ids[row] in details)
             hits, complete = collapse_within(heading, query)
-            if complete or head == len(fused):
+            if complete or head == len(merged):
                 return hits
 
     async def _part_rankings(
@@ -528,4 +527,19 @@ def qdrant_recall_index(
         ),
         redis=redis_client,
         keys=RedisKeys(prefix=redis.key_prefix),
+    )
+
+
+def _best_by_row(
+    scores: tuple[Vector, Vector, npt.NDArray[np.bool_]],
+    part: tuple[Vector, Vector, npt.NDArray[np.bool_]],
+) -> tuple[Vector, Vector, npt.NDArray[np.bool_]]:
+    """The message's cosines, BM25 scores and found flags by row, widened to the rows a
+    question brought (``part``'s length) and the best of the two kept."""
+    grown = (0, len(part[0]) - len(scores[0]))
+    dense, keyword, found = (np.pad(scores[0], grown), np.pad(scores[1], grown), scores[2])
+    return (
+        np.maximum(dense, part[0]),
+        np.maximum(keyword, part[1]),
+        np.pad(found, grown) | part[2],
     )

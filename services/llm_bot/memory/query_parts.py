@@ -5,8 +5,9 @@ my order number is, which day to deliver and what my budget is?" asks five thing
 embedding resembles none of the five answers much (in Thai, cosine 0.23-0.34 with each fact
 where one question alone scores 0.47-0.76 with its answer), its keyword terms are those of
 all five at once, and one of them asking "which day" made the whole message a when
-question. Searching each question on its own, and fusing their rankings with the whole
-message's, finds each answer as a single question would (the "decomposition" of multi-part
+question. Searching each question on its own (its rankings fused apart from the whole
+message's, each entry scoring its best over the message and its questions) finds each
+answer as a single question would (the "decomposition" of multi-part
 questions in retrieval for question answering; Min et al., ACL 2019, split multi-hop
 questions into single-hop ones).
 
