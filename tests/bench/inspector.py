@@ -29,7 +29,7 @@ import numpy as np
 from llm_bot.adapters.script_embedder import DIMENSION, MODEL_NAME
 from llm_bot.bootstrap import long_term_store, progress_store, recall_index, redis_client
 from llm_bot.config import Settings
-from llm_bot.delivery.gc_tuning import SERVING_GC
+from llm_bot.delivery.process_tuning import SERVING_TUNING
 from llm_bot.gateway.api_keys import key_digest
 from llm_bot.logs import configure_logging
 from llm_bot.memory.long_term import SemanticFact, Source
@@ -121,7 +121,7 @@ async def run(args: argparse.Namespace) -> int:
     key = await seed_big_user(settings, entries=args.entries, facts=args.facts)
     paths = page_paths(key)
     status = 0
-    SERVING_GC.hold()  # as ``llm-bot inspect`` serves (``inspector/serve.py``)
+    SERVING_TUNING.hold()  # as ``llm-bot inspect`` serves (``inspector/serve.py``)
     async with inspector_for(settings) as inspector, client_for(inspector) as http:
         assert (await login(http, KEY)).status_code in (200, 303)
         for name, path in paths.items():

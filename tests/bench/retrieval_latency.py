@@ -12,8 +12,9 @@ embedding alone, a search with this process's copy of the index up to date (the 
 one round trip to check it), and a cold search (first search of the user in a process:
 the whole index is loaded). Filler messages are timed too (they should cost ~0). A
 baseline in the same run: one Redis round trip (PING), the floor of any index check. The
-garbage collector runs as in a service that consumes (``delivery/gc_tuning.py``), or with
-Python's defaults (``--collector default``, or both).
+process is tuned as a service that consumes tunes it (``delivery/process_tuning.py``: the
+garbage collector, matrix products on one thread), or left with Python's and numpy's
+defaults (``--collector default``, or both).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from prometheus_client import CollectorRegistry
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.adapters.redis_recall_index import RedisRecallIndex
 from llm_bot.adapters.script_embedder import MODEL_NAME, local_embedder
-from llm_bot.delivery.gc_tuning import CONSUMING_GC
+from llm_bot.delivery.process_tuning import CONSUMING_TUNING
 from llm_bot.memory.hybrid_search import SearchQuery
 from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.messages import ChatMessage
@@ -157,8 +158,8 @@ async def one_size(
 
     await retrieve()  # warm-up: model and this index's copy loaded
     await warm()
-    if gc_as_consuming:  # as in a service that consumes (``delivery/gc_tuning.py``)
-        CONSUMING_GC.hold()
+    if gc_as_consuming:  # as in a service that consumes (``delivery/process_tuning.py``)
+        CONSUMING_TUNING.hold()
     try:
         rows = [
             summary("retrieval on the reply path (embed + search)", await timed(retrieve, queries)),
@@ -170,11 +171,11 @@ async def one_size(
         ]
     finally:
         if gc_as_consuming:
-            CONSUMING_GC.release()
-    collector = "as while consuming" if gc_as_consuming else "Python's defaults"
+            CONSUMING_TUNING.release()
+    collector = "as while consuming" if gc_as_consuming else "Python's and numpy's defaults"
     print(
         f"\n## {entries:,} entries for one user, {embedder.name} (filled in {filled:.1f} s; "
-        f"garbage collector: {collector})\n"
+        f"process tuning: {collector})\n"
     )
     print("| step | p50 ms | p95 ms | max ms |\n|---|---:|---:|---:|")
     print("\n".join(rows))
@@ -213,8 +214,9 @@ if __name__ == "__main__":
         nargs="+",
         choices=("consuming", "default"),
         default=["consuming"],
-        help="the garbage collector while timing: as in a service that consumes (its start-up "
-        "heap frozen, generation 0 at 10,000: delivery/gc_tuning.py), Python's defaults, or both",
+        help="the process while timing: tuned as a service that consumes (matrix products on "
+        "one thread, the collector's start-up "
+        "heap frozen, generation 0 at 10,000: delivery/process_tuning.py), Python's defaults, or both",
     )
     args = parser.parse_args()
     args.collector = [choice == "consuming" for choice in args.collector]

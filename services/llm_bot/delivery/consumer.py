@@ -39,7 +39,7 @@ from llm_bot.adapters.rabbit_replies import RabbitReplies
 from llm_bot.adapters.rabbit_topology import Topology, declare_topology
 from llm_bot.contract import CandidateV1, FlowResultV1, InternalEventV2, MemoryJobV1
 from llm_bot.delivery.fair_dispatch import ADMISSION_WINDOW, FairDispatcher, Fairness
-from llm_bot.delivery.gc_tuning import CONSUMING_GC
+from llm_bot.delivery.process_tuning import CONSUMING_TUNING
 from llm_bot.delivery.settlements import RabbitSettlement, Settlement
 from llm_bot.errors import DependencyUnavailable, PublishFailed
 from llm_bot.header_text import undecodable
@@ -177,7 +177,7 @@ class EventConsumer:
             self._dispatcher.start()
         self._consumer_tag = await self._queue.consume(self._on_message, no_ack=False)
         if not self._gc_held:  # start-up is over: the collector tuned for consuming
-            CONSUMING_GC.hold()
+            CONSUMING_TUNING.hold()
             self._gc_held = True
         log.info("consumer.started", queue=self._topology.ingress_queue, prefetch=self._prefetch)
 
@@ -199,7 +199,7 @@ class EventConsumer:
                 log.warning("consumer.requeued_on_shutdown", count=len(pending))
         if self._gc_held:
             self._gc_held = False
-            CONSUMING_GC.release()
+            CONSUMING_TUNING.release()
         if self._connection is not None:
             await self._connection.close()
         log.info("consumer.stopped")

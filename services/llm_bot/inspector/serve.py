@@ -11,7 +11,7 @@ import structlog
 import uvicorn
 
 from llm_bot.config import Settings
-from llm_bot.delivery.gc_tuning import SERVING_GC
+from llm_bot.delivery.process_tuning import SERVING_TUNING
 from llm_bot.entrypoints.startup import check_redis
 from llm_bot.inspector.access_keys import InspectorKeys
 from llm_bot.inspector.app import create_app
@@ -62,11 +62,11 @@ async def run_inspector(settings: Settings) -> None:
         # The collector tuned as a consumer tunes it: with a big user's index and facts in
         # memory, full collections every few pages were the user page's tail (p95 143 ms
         # -> 18 ms in tests/bench/inspector.py).
-        SERVING_GC.hold()
+        SERVING_TUNING.hold()
         try:
             await uvicorn.Server(config).serve()
         finally:
-            SERVING_GC.release()
+            SERVING_TUNING.release()
     finally:
         await inspector.close()
 

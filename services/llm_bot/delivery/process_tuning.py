@@ -1,5 +1,18 @@
-"""The garbage collector tuned while a consumer consumes: its start-up heap frozen, and
-the youngest generation collected less often.
+"""A process tuned while a consumer consumes: the garbage collector (its start-up heap
+frozen, the youngest generation collected less often) and matrix products on one thread.
+
+Matrix products (BLAS) run on the calling thread alone. The reply path's search multiplies
+the query with every embedding of a user on the event loop while the embedder's threads and
+other events want the same cores; OpenBLAS's own threads (one per core by default) then
+wait for cores and spin. Measured on this 2-core machine with other processes busy (the
+bench's reply-path retrieval, ``Retriever.prepare`` + ``retrieve``, over its 10,000-entry
+synthetic index, one process per run, ``OPENBLAS_NUM_THREADS`` 1 and 2 in turn, six pairs):
+p50 / p95 18.7-32.1 / 26.2-50.6 ms on one thread, 23.5-45.4 / 44.5-66.6 ms on two
+(docs/benchmarks.md, "Retrieval latency"). A second thread helps a product only while a
+core is idle, and a service's cores rarely are. The embedders already ran their own
+products on one thread (``adapters/multilingual_model.py``).
+
+The collector:
 
 Most of what an event allocates is freed by reference counting as soon as the event is
 done; the cyclic collector's work is on top of that. Measured in the throughput bench's
@@ -29,18 +42,21 @@ from __future__ import annotations
 import gc
 import threading
 
+from threadpoolctl import threadpool_limits
+
 YOUNG_THRESHOLD = 10_000
 """Generation 0's collection threshold while consuming (Python's default: 700)."""
 
 
-class ConsumingGc:
-    """The collector tuned while at least one holder consumes (a process's consumers share
+class ConsumingTuning:
+    """The process tuned while at least one holder consumes (a process's consumers share
     it: ``llm-bot demo`` and tests run a service and a worker in one process)."""
 
     def __init__(self) -> None:
         self._holders = 0
         self._lock = threading.Lock()
         self._thresholds: tuple[int, int, int] | None = None
+        self._blas: threadpool_limits | None = None
 
     def hold(self) -> None:
         with self._lock:
@@ -49,6 +65,7 @@ class ConsumingGc:
                 gc.freeze()
                 _, older, oldest = self._thresholds
                 gc.set_threshold(max(YOUNG_THRESHOLD, self._thresholds[0]), older, oldest)
+                self._blas = threadpool_limits(limits=1, user_api="blas")
             self._holders += 1
 
     def release(self) -> None:
@@ -59,9 +76,12 @@ class ConsumingGc:
                 if self._thresholds is not None:
                     gc.set_threshold(*self._thresholds)
                     self._thresholds = None
+                if self._blas is not None:
+                    self._blas.restore_original_limits()
+                    self._blas = None
 
 
-CONSUMING_GC = ConsumingGc()
-SERVING_GC = CONSUMING_GC
+CONSUMING_TUNING = ConsumingTuning()
+SERVING_TUNING = CONSUMING_TUNING
 """The same holder count: ``llm-bot inspect`` serving beside a consumer in one process
 (tests) must not release what the consumer holds."""
