@@ -256,8 +256,8 @@ the module's docstring): 100 tokens of 1,000, 400 of 4,000 (the bundle holds at 
 
 
 def latest_episodes(items: MemoryItems, tokens: int, counter: TokenCounter) -> MemoryItems:
-    """``items`` with the episodes its latest ones leave out: newest first, each while the
-    lines so far fit in ``tokens`` (the latest whatever its length)."""
+    """``items`` with only their latest episodes: newest first, each while the lines so far
+    fit in ``tokens`` (the latest whatever its length); the events merged with them stay."""
     newest_first = sorted(items.episodes, key=lambda i: (i.created_at, i.id, i.uid), reverse=True)
     spent = 0
     offered: set[int] = set()
