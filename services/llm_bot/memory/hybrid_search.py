@@ -23,8 +23,9 @@ being the field). What a person said is the likeliest evidence for a question ab
 yet the name alone barely moves BM25: every entry of that speaker holds it, so its IDF is
 low. A message in the first person names its writer, the asker (``SearchQuery.asker``,
 ``first_person.py``): "how many citrus fruits have I used?" is about what the user said,
-and the user's entries join the named speakers'. The ranking is left out when it would not differ from the keyword ranking (no
-speaker named, or every entry the keywords match is a named speaker's). The rankings are fused by reciprocal rank fusion (``1 / (60 +
+and the user's entries join the named speakers'. The ranking is left out when it would
+not differ from the keyword ranking (no speaker named, or every entry the keywords match
+is a named speaker's). The rankings are fused by reciprocal rank fusion (``1 / (60 +
 rank)`` summed over the rankings that found the entry; Cormack et al. 2009), which needs
 no calibration between a cosine and a BM25 score. The fused score is scaled to [0, 1] (1
 = first in every ranking).
