@@ -329,6 +329,28 @@ async def test_a_named_speakers_words_rank_first(idx: Index) -> None:
         assert hits[0].entry.id == f"m|c1|{expected}", text
 
 
+async def test_a_first_person_question_ranks_the_askers_words_first(idx: Index) -> None:
+    """A message in the first person names its writer (``SearchQuery.asker``): of entries
+    matching its words alike, the user's rank first, and in the order and with the fused
+    scores of ``hybrid_search.search``, dense on or off."""
+    corpus = [
+        entry("m|c1|e25", "Lemon, the classic citrus", speaker="assistant"),
+        entry(
+            "m|c1|e26",
+            "Yesterday I made a cocktail with lemon and the guests asked for the recipe",
+            speaker="user",
+        ),
+        entry("m|c1|e27", "Try orange zest in a lemon cocktail", speaker="assistant"),
+        entry("m|c1|e28", "The weather is nice", speaker="user"),
+    ]
+    reference = await put_with_reference(idx, corpus)
+    for vector in (None, hashed_vector("Did I use lemon?")):
+        asked = query("Did I use lemon?", vector=vector, min_score=0.2, asker="user")
+        hits = await idx.index.search(idx.tenant, idx.user, asked, model=MODEL)
+        assert hits[0].entry.id == "m|c1|e26"
+        assert ranked(hits) == ranked(search(reference, asked))
+
+
 CAMPING = entry(
     "m|c3|e30",
     "We went camping by the lake. The kids watched the meteor shower all night. Then it rained.",

@@ -17,6 +17,7 @@ from llm_bot.memory.hybrid_search import (
     named_speakers,
     search,
     speaker_ranking,
+    speakers_named,
 )
 from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.recall_budget import within_tokens
@@ -205,6 +206,43 @@ def test_both_named_speakers_rank_as_without_the_speaker_ranking() -> None:
     both = search(index, SearchQuery(vector=None, terms=keyword_terms("Caroline Melanie pottery")))
     alone = search(index, SearchQuery(vector=None, terms=keyword_terms("pottery")))
     assert [h.entry.id for h in both][:2] == [h.entry.id for h in alone][:2]
+
+
+USER_AND_ASSISTANT = (
+    ("assistant", "Lemon, the classic citrus"),
+    ("user", "Yesterday I made a cocktail with lemon and the guests asked for the recipe"),
+    ("assistant", "Try orange zest in a cocktail"),
+    ("user", "The weather is nice"),
+)
+
+
+def test_a_first_person_question_ranks_the_askers_words_first() -> None:
+    """ "Did I use lemon?": the user's long message about lemon ranks above the assistant's
+    short one, which plain BM25 prefers; the asker's entries are ranked among themselves,
+    as a named speaker's are."""
+    index = conversation_of_two(*USER_AND_ASSISTANT)
+    terms = keyword_terms("Did I use lemon?")
+    plain = search(index, SearchQuery(vector=None, terms=terms))
+    assert [h.entry.id for h in plain][:2] == ["e0", "e1"]
+    asked = search(index, SearchQuery(vector=None, terms=terms, asker="user"))
+    assert [h.entry.id for h in asked][:2] == ["e1", "e0"]
+
+
+def test_the_asker_is_named_besides_the_speakers_named_by_name() -> None:
+    speakers = ["Caroline", "user", "assistant"]
+    terms = keyword_terms("what did I tell Caroline")
+    assert speakers_named(speakers, SearchQuery(vector=None, terms=terms)) == {"Caroline"}
+    asked = SearchQuery(vector=None, terms=terms, asker="user")
+    assert speakers_named(speakers, asked) == {"Caroline", "user"}
+    assert speakers_named([], asked) == {"user"}  # no entry of the asker: ranks nothing
+
+
+def test_an_asker_without_entries_ranks_as_without_it() -> None:
+    index = conversation_of_two(*TWO_PEOPLE)
+    terms = keyword_terms("my pottery class")
+    plain = search(index, SearchQuery(vector=None, terms=terms))
+    asked = search(index, SearchQuery(vector=None, terms=terms, asker="user"))
+    assert [(h.entry.id, h.score) for h in asked] == [(h.entry.id, h.score) for h in plain]
 
 
 def sentences_entry(entry_id: str, text: str) -> tuple[IndexEntry, np.ndarray]:

@@ -252,6 +252,29 @@ def test_the_across_vector_is_one_more_part_without_words() -> None:
     assert reach.vector is vector
 
 
+@pytest.mark.parametrize(
+    ("text", "asker"),
+    [
+        ("How many citrus fruits have I used in my cocktails?", "user"),
+        ("งบของฉันเท่าไหร่", "user"),
+        ("What did Melanie paint?", None),
+    ],
+)
+def test_a_message_in_the_first_person_names_its_writer(text: str, asker: str | None) -> None:
+    """The user's entries are ranked among themselves (``SearchQuery.asker``); the
+    questions of a message that asks several are the message's own, and name no one."""
+    query = message_query(
+        f"{text} And what else, what more?",
+        None,
+        ["what else", "what more"],
+        created_at=datetime(2026, 11, 26, tzinfo=UTC),
+        limit=50,
+        min_score=0.45,
+    )
+    assert query.asker == asker
+    assert [part.asker for part in query.parts] == [None, None]
+
+
 class AcrossEmbedder(TableEmbedder):
     """A table for queries and another for the ``across`` purpose."""
 

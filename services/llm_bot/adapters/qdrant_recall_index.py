@@ -64,10 +64,10 @@ from llm_bot.memory.hybrid_search import (
     collapse_within,
     days_within,
     fuse,
-    named_speakers,
     rank,
     restricted_ranking,
     speaker_ranking,
+    speakers_named,
     unit,
     unit_rows,
 )
@@ -223,7 +223,7 @@ class QdrantRecallIndex:
         matched = keyword > 0
         rankings = [rank(keyword, matched, CANDIDATES_PER_RANKING)]
         speakers = {p: f["speaker"] for p, f in fields.items()}
-        named = named_speakers(set(speakers.values()), query.terms)
+        named = speakers_named(set(speakers.values()), query)
         spoken = np.fromiter((speakers.get(p) in named for p in ids), np.bool_, len(ids))
         by_speaker = speaker_ranking(keyword, matched, spoken) if named else None
         if by_speaker is not None:

@@ -21,8 +21,11 @@ paint?"), a third time: **keyword among what that speaker said**, the same BM25 
 restricted to the entries of the speakers the query names (fielded search, the speaker
 being the field). What a person said is the likeliest evidence for a question about them,
 yet the name alone barely moves BM25: every entry of that speaker holds it, so its IDF is
-low. The ranking is left out when it would not differ from the keyword ranking (no
-speaker named, or every entry the keywords match is a named speaker's). The rankings are fused by reciprocal rank fusion (``1 / (60 +
+low. A message in the first person names its writer, the asker (``SearchQuery.asker``,
+``first_person.py``): "how many citrus fruits have I used?" is about what the user said,
+and the user's entries join the named speakers'. The ranking is left out when it would
+not differ from the keyword ranking (no speaker named, or every entry the keywords match
+is a named speaker's). The rankings are fused by reciprocal rank fusion (``1 / (60 +
 rank)`` summed over the rankings that found the entry; Cormack et al. 2009), which needs
 no calibration between a cosine and a BM25 score. The fused score is scaled to [0, 1] (1
 = first in every ranking). A message that asks several questions has each question's
@@ -33,7 +36,7 @@ whose text repeats one ranked higher (same normalised text, or cosine >= ``NEAR_
 collapses into it.
 
 An index that ranks elsewhere (a vector engine's dense search, ``qdrant_recall_index.py``)
-reuses the pieces: :func:`bm25_scores`, :func:`named_speakers`, :func:`speaker_ranking`,
+reuses the pieces: :func:`bm25_scores`, :func:`speakers_named`, :func:`speaker_ranking`,
 :func:`rank`, :func:`fuse` and :func:`collapse`, so every index fuses the same way.
 """
 
@@ -110,6 +113,9 @@ class SearchQuery:
     nearest: int = 0
     """The dense ranking holds at least this many nearest entries, whatever their cosine
     (the minimum still decides what counts as found)."""
+    asker: str | None = None
+    """The speaker the message names by speaking of its writer (the first person: the
+    user's entries, ``first_person.asker_of``); None: it names nobody so."""
     parts: Sequence[SearchQuery] = ()
     """The questions of a message that asks several (``query_parts.py``), each searched
     on its own (its embedding, terms and time expressions), its rankings fused apart from
@@ -563,6 +569,15 @@ def named_speakers(speakers: Iterable[str], terms: Collection[str]) -> set[str]:
     return {s for s in speakers if s and not _name_terms(s).isdisjoint(wanted)}
 
 
+def speakers_named(speakers: Iterable[str], query: SearchQuery) -> set[str]:
+    """The ``speakers`` ``query`` names (``named_speakers``), and its asker when it speaks
+    of its writer (``SearchQuery.asker``, whether or not among ``speakers``)."""
+    named = named_speakers(speakers, query.terms)
+    if query.asker:
+        named.add(query.asker)
+    return named
+
+
 def speaker_ranking(
     keyword: Vector, keep: npt.NDArray[np.bool_], spoken: npt.NDArray[np.bool_]
 ) -> list[int] | None:
@@ -807,7 +822,7 @@ def search(snapshot: IndexSnapshot, query: SearchQuery) -> list[SearchHit]:
     allowed = np.ones(count, dtype=np.bool_)
     allowed[snapshot.rows_of(query.exclude)] = False
     rankings, by_time, dense, keyword = _ranked(snapshot, query, allowed)
-    named = named_speakers(snapshot.speakers, query.terms)
+    named = speakers_named(snapshot.speakers, query)
     if named:
         by_speaker = speaker_ranking(keyword, allowed, snapshot.spoken_by(named))
         if by_speaker is not None:

@@ -27,6 +27,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from datetime import datetime
 
+from llm_bot.memory.first_person import asker_of
 from llm_bot.memory.hybrid_search import SearchQuery, Vector
 from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.time_expressions import asks_when, periods
@@ -98,7 +99,9 @@ def message_query(
     the time expressions are then the questions' own ("which day" in one of them makes no
     other a when question). ``across``: the message embedded for the texts of another
     script (the embedder's ``across`` purpose), searched as one more part, by that vector
-    alone (its words are the message's), its nearest few kept whatever their cosine."""
+    alone (its words are the message's), its nearest few kept whatever their cosine.
+    A message in the first person names its writer: the user's entries are ranked among
+    themselves too (``SearchQuery.asker``, ``first_person.py``)."""
 
     def one(said: str, vector: Vector | None) -> SearchQuery:
         return SearchQuery(
@@ -114,6 +117,7 @@ def message_query(
     query = replace(
         one(text, embedded[0]),
         exclude=frozenset(exclude),
+        asker=asker_of(text),
         max_tokens=max_tokens,
         token_count=token_count,
     )
