@@ -9,8 +9,11 @@ bench's reply-path retrieval, ``Retriever.prepare`` + ``retrieve``, over its 10,
 synthetic index, one process per run, ``OPENBLAS_NUM_THREADS`` 1 and 2 in turn, six pairs):
 p50 / p95 18.7-32.1 / 26.2-50.6 ms on one thread, 23.5-45.4 / 44.5-66.6 ms on two
 (docs/benchmarks.md, "Retrieval latency"). A second thread helps a product only while a
-core is idle, and a service's cores rarely are. The embedders already ran their own
-products on one thread (``adapters/multilingual_model.py``).
+core is idle (on an idle machine the search then takes ~2 ms less: 8.2-8.7 against
+10.1-10.6 ms p50), and a busy service's cores rarely are. An operator who sets
+``OPENBLAS_NUM_THREADS`` or ``OMP_NUM_THREADS`` keeps that choice: the limit applies only
+when neither is set. The embedders already ran their own products on one thread
+(``adapters/multilingual_model.py``).
 
 The collector:
 
@@ -40,10 +43,13 @@ exception with its traceback, for one) waits for up to 10,000 net allocations in
 from __future__ import annotations
 
 import gc
+import os
 import threading
 
 from threadpoolctl import threadpool_limits
 
+BLAS_THREAD_SETTINGS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
+"""Environment variables by which an operator sets BLAS's threads (then left as set)."""
 YOUNG_THRESHOLD = 10_000
 """Generation 0's collection threshold while consuming (Python's default: 700)."""
 
@@ -65,7 +71,8 @@ class ConsumingTuning:
                 gc.freeze()
                 _, older, oldest = self._thresholds
                 gc.set_threshold(max(YOUNG_THRESHOLD, self._thresholds[0]), older, oldest)
-                self._blas = threadpool_limits(limits=1, user_api="blas")
+                if not any(os.environ.get(name) for name in BLAS_THREAD_SETTINGS):
+                    self._blas = threadpool_limits(limits=1, user_api="blas")
             self._holders += 1
 
     def release(self) -> None:
