@@ -18,6 +18,11 @@ its last candidate (then the bench waits for the inspector to be idle again). Pr
 medians, the ratio with / without, and what the inspector served (loads per second,
 p50 / p95, failures). On a shared machine the ratio of the same run is the figure; the
 load average is printed with it.
+
+``--inspector-core``: the inspector on a core of its own (the last), the bench and what
+it starts (the fake model, each consumer) on the others, as a deployment that gives the
+inspector CPU the consumer does not use (its own container with a CPU limit, or another
+machine); Redis and RabbitMQ stay where the system runs them. Linux only.
 """
 
 from __future__ import annotations
@@ -182,6 +187,11 @@ async def run(args: argparse.Namespace) -> None:
     print(f"load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     settings = inspector_settings(urls, inspector_host="127.0.0.1", inspector_port=free_port())
     key = await seed_big_user(settings, entries=args.entries, facts=args.facts)
+    cores = sorted(os.sched_getaffinity(0))
+    if args.inspector_core:  # the processes started from here on inherit the bench's cores
+        if len(cores) < 2:
+            raise SystemExit("--inspector-core needs two cores or more")
+        os.sched_setaffinity(0, cores[:-1])
     paths = list(page_paths(key).values())
     rates: dict[bool, list[float]] = {False: [], True: []}
     cpu: dict[bool, list[float]] = {False: [], True: []}
@@ -191,6 +201,10 @@ async def run(args: argparse.Namespace) -> None:
             running_inspector(settings) as inspector,
         ):
             base_url = inspector[0]
+            if args.inspector_core:  # each of its threads (the call sets one thread's)
+                for thread in os.listdir(f"/proc/{inspector[1]}/task"):
+                    os.sched_setaffinity(int(thread), cores[-1:])
+                print(f"inspector on core {cores[-1]}, the rest on cores {cores[:-1]}")
             # one load of each page first: the index's first load into the inspector
             async with httpx.AsyncClient(base_url=base_url, timeout=60) as http:
                 await login(http, KEY)
@@ -237,6 +251,11 @@ def main() -> None:
     )
     parser.add_argument("--entries", type=int, default=10_000, help="the user's index entries")
     parser.add_argument("--facts", type=int, default=500, help="the user's facts")
+    parser.add_argument(
+        "--inspector-core",
+        action="store_true",
+        help="the inspector on a core of its own, the bench and the consumers on the others",
+    )
     configure_logging(level="warning", fmt="json")
     asyncio.run(run(parser.parse_args()))
 
