@@ -12,7 +12,7 @@ from llm_bot.graph.model_call import prompt_context
 from llm_bot.memory.classification import EventType
 from llm_bot.memory.context import (
     EPISODES_SHARE,
-    REFILL_LINE_TOKENS,
+    LINE_TOKENS,
     AssembledContext,
     ContextBudget,
     assemble_context,
@@ -482,8 +482,7 @@ RECENT = LongTermBundle(
     events=(event("n1", "Asked for a refund.", day=2, importance=0.9),),
 )
 TWO_LATEST = sum(
-    len(line) + REFILL_LINE_TOKENS
-    for line in ("2025-07-09: Third visit.", "2025-07-05: Second visit.")
+    len(line) + LINE_TOKENS for line in ("2025-07-09: Third visit.", "2025-07-05: Second visit.")
 )
 """What the lines of the two latest episodes cost, one token a character."""
 

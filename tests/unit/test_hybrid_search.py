@@ -15,9 +15,9 @@ from llm_bot.memory.hybrid_search import (
     bm25_scores,
     fuse,
     named_speakers,
+    query_speakers,
     search,
     speaker_ranking,
-    speakers_named,
 )
 from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.recall_budget import within_tokens
@@ -228,13 +228,13 @@ def test_a_first_person_question_ranks_the_askers_words_first() -> None:
     assert [h.entry.id for h in asked][:2] == ["e1", "e0"]
 
 
-def test_the_asker_is_named_besides_the_speakers_named_by_name() -> None:
+def test_the_asker_is_named_besides_the_query_speakers_by_name() -> None:
     speakers = ["Caroline", "user", "assistant"]
     terms = keyword_terms("what did I tell Caroline")
-    assert speakers_named(speakers, SearchQuery(vector=None, terms=terms)) == {"Caroline"}
+    assert query_speakers(speakers, SearchQuery(vector=None, terms=terms)) == {"Caroline"}
     asked = SearchQuery(vector=None, terms=terms, asker="user")
-    assert speakers_named(speakers, asked) == {"Caroline", "user"}
-    assert speakers_named([], asked) == {"user"}  # no entry of the asker: ranks nothing
+    assert query_speakers(speakers, asked) == {"Caroline", "user"}
+    assert query_speakers([], asked) == {"user"}  # no entry of the asker: ranks nothing
 
 
 def test_an_asker_without_entries_ranks_as_without_it() -> None:

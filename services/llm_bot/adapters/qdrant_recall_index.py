@@ -63,11 +63,12 @@ from llm_bot.memory.hybrid_search import (
     bm25_scores,
     collapse_within,
     days_within,
+    found_cosines,
     fuse,
+    query_speakers,
     rank,
     restricted_ranking,
     speaker_ranking,
-    speakers_named,
     unit,
     unit_rows,
 )
@@ -223,7 +224,7 @@ class QdrantRecallIndex:
         matched = keyword > 0
         rankings = [rank(keyword, matched, CANDIDATES_PER_RANKING)]
         speakers = {p: f["speaker"] for p, f in fields.items()}
-        named = speakers_named(set(speakers.values()), query)
+        named = query_speakers(set(speakers.values()), query)
         spoken = np.fromiter((speakers.get(p) in named for p in ids), np.bool_, len(ids))
         by_speaker = speaker_ranking(keyword, matched, spoken) if named else None
         if by_speaker is not None:
@@ -244,7 +245,7 @@ class QdrantRecallIndex:
             keyword=keyword,
         )
         # the message's rankings fused, then each question's, the best score of each kept
-        fused = [fuse(rankings, (np.where(dense >= query.min_score, dense, 0), keyword))]
+        fused = [fuse(rankings, (found_cosines(dense, query), keyword))]
         part_probes: list[Vector] = []  # the questions' unit embeddings, when compared
         for asked, part_keyword in zip(query.parts, by_part_keyword, strict=True):
             # dense off, or the user's vectors another model's: the parts by keywords too
@@ -268,12 +269,11 @@ class QdrantRecallIndex:
                 fields=fields,
                 keyword=part_words,
             )
-            part_cosines = np.where(part_dense >= part.min_score, part_dense, 0)
-            fused.append(fuse(part_rankings, (part_cosines, part_words)))
+            fused.append(fuse(part_rankings, (found_cosines(part_dense, part), part_words)))
             dense, keyword, found = _best_by_row(
                 (dense, keyword, found), (part_dense, part_words, part_found)
             )
-        merged = best_of(fused, (np.where(dense >= query.min_score, dense, 0), keyword))
+        merged = best_of(fused, (found_cosines(dense, query), keyword))
         details: Details = {}
 
         def candidate(row: int, score: float) -> Candidate:

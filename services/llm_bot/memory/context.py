@@ -134,7 +134,7 @@ class _Assembler:
             (*items.facts, *items.events, *items.recalled),
             key=lambda i: (i.score, i.created_at, i.id, i.kind, i.uid),
         )
-        self.episodes = sorted(items.episodes, key=lambda i: (i.created_at, i.id, i.uid))
+        self.episodes = sorted(items.episodes, key=_oldest_first)
         self.profile = list(reversed(items.profile))
         self.cuts = _summary_cuts(items.summary)
         self._counts: dict[_Plan, int] = {}
@@ -255,14 +255,19 @@ EPISODES_SHARE = 0.1
 the module's docstring): 100 tokens of 1,000, 400 of 4,000 (the bundle holds at most five)."""
 
 
+def _oldest_first(item: MemoryItem) -> tuple[str, str, int]:
+    """An episode's place, oldest first (ties by id, then uid)."""
+    return (item.created_at, item.id, item.uid)
+
+
 def latest_episodes(items: MemoryItems, tokens: int, counter: TokenCounter) -> MemoryItems:
     """``items`` with only their latest episodes: newest first, each while the lines so far
     fit in ``tokens`` (the latest whatever its length); the events merged with them stay."""
-    newest_first = sorted(items.episodes, key=lambda i: (i.created_at, i.id, i.uid), reverse=True)
+    newest_first = sorted(items.episodes, key=_oldest_first, reverse=True)
     spent = 0
     offered: set[int] = set()
     for item in newest_first:
-        spent += counter.count(item.text) + REFILL_LINE_TOKENS
+        spent += counter.count(item.text) + LINE_TOKENS
         if offered and spent > tokens:
             break
         offered.add(item.uid)
@@ -309,7 +314,7 @@ def _refill(asm: _Assembler, plan: _Plan, limit: int) -> _Plan:
     stage alone was cut: nothing of a later stage goes while an item is put back. The
     first put back into a prompt without a memory message is counted with the whole
     prompt (it brings the message's framing), the others by their line's tokens and
-    ``REFILL_LINE_TOKENS``; one count of the prompt checks the whole, and the last put
+    ``LINE_TOKENS``; one count of the prompt checks the whole, and the last put
     back go first while it does not fit."""
     if plan.scored == 0 or plan != _Plan(scored=plan.scored):
         return plan
@@ -319,7 +324,7 @@ def _refill(asm: _Assembler, plan: _Plan, limit: int) -> _Plan:
         plan.scored < len(asm.scored) or asm.items.summary or asm.episodes or asm.profile
     )
     for index in reversed(range(plan.scored)):
-        cost = asm.counter.count(asm.scored[index].text) + REFILL_LINE_TOKENS
+        cost = asm.counter.count(asm.scored[index].text) + LINE_TOKENS
         if cost > room:
             continue
         if not refilled and not framed:  # counted whole: it brings the message's framing
@@ -334,9 +339,10 @@ def _refill(asm: _Assembler, plan: _Plan, limit: int) -> _Plan:
     return replace(plan, refilled=frozenset(refilled))
 
 
-REFILL_LINE_TOKENS = 3
+LINE_TOKENS = 3
 """What a line adds to the memory message besides its text (its JSON quotes, comma and
-line break), and one token more: the pieces at its edges may not merge as counted alone."""
+line break), and one token more: the pieces at its edges may not merge as counted alone
+(a line put back, an episode within its share)."""
 
 
 def _summary_cuts(summary: str) -> list[int]:

@@ -36,8 +36,9 @@ whose text repeats one ranked higher (same normalised text, or cosine >= ``NEAR_
 collapses into it.
 
 An index that ranks elsewhere (a vector engine's dense search, ``qdrant_recall_index.py``)
-reuses the pieces: :func:`bm25_scores`, :func:`speakers_named`, :func:`speaker_ranking`,
-:func:`rank`, :func:`fuse` and :func:`collapse`, so every index fuses the same way.
+reuses the pieces: :func:`bm25_scores`, :func:`query_speakers`, :func:`speaker_ranking`,
+:func:`rank`, :func:`fuse`, :func:`found_cosines`, :func:`best_of` and :func:`collapse`, so
+every index fuses the same way.
 """
 
 from __future__ import annotations
@@ -569,7 +570,7 @@ def named_speakers(speakers: Iterable[str], terms: Collection[str]) -> set[str]:
     return {s for s in speakers if s and not _name_terms(s).isdisjoint(wanted)}
 
 
-def speakers_named(speakers: Iterable[str], query: SearchQuery) -> set[str]:
+def query_speakers(speakers: Iterable[str], query: SearchQuery) -> set[str]:
     """The ``speakers`` ``query`` names (``named_speakers``), and its asker when it speaks
     of its writer (``SearchQuery.asker``, whether or not among ``speakers``)."""
     named = named_speakers(speakers, query.terms)
@@ -675,8 +676,7 @@ def fuse(
     unique, inverse = np.unique(rows, return_inverse=True)
     fused = np.bincount(inverse, weights=shares)
     fused = np.round(fused, 12)  # a sum's last bits depend on its order; ties must be ties
-    ties = [-np.asarray(scores, dtype=np.float64)[unique] for scores in reversed(prefer)]
-    order = np.lexsort((unique, *ties, -fused))
+    order = _best_first(unique, fused, prefer)
     best = len(rankings) / (RRF_K + 1)
     return [
         (int(row), min(1.0, float(score) / best))
@@ -822,16 +822,18 @@ def search(snapshot: IndexSnapshot, query: SearchQuery) -> list[SearchHit]:
     allowed = np.ones(count, dtype=np.bool_)
     allowed[snapshot.rows_of(query.exclude)] = False
     rankings, by_time, dense, keyword = _ranked(snapshot, query, allowed)
-    named = speakers_named(snapshot.speakers, query)
+    named = query_speakers(snapshot.speakers, query)
     if named:
         by_speaker = speaker_ranking(keyword, allowed, snapshot.spoken_by(named))
         if by_speaker is not None:
             rankings.append(by_speaker)
     rankings += by_time
-    fused = [fuse(rankings, (_found(dense, query), keyword))]
+    fused = [fuse(rankings, (found_cosines(dense, query), keyword))]
     for part in query.parts:  # each question of a message that asks several, on its own
         part_rankings, part_by_time, part_dense, part_keyword = _ranked(snapshot, part, allowed)
-        fused.append(fuse(part_rankings + part_by_time, (_found(part_dense, part), part_keyword)))
+        fused.append(
+            fuse(part_rankings + part_by_time, (found_cosines(part_dense, part), part_keyword))
+        )
         dense, keyword = np.maximum(dense, part_dense), np.maximum(keyword, part_keyword)
     return collapse(
         (
@@ -843,13 +845,13 @@ def search(snapshot: IndexSnapshot, query: SearchQuery) -> list[SearchHit]:
                 *snapshot.own_vector(row),
                 vector_space=snapshot.dimension,
             )
-            for row, score in best_of(fused, (_found(dense, query), keyword))
+            for row, score in best_of(fused, (found_cosines(dense, query), keyword))
         ),
         query,
     )
 
 
-def _found(dense: Vector, query: SearchQuery) -> Vector:
+def found_cosines(dense: Vector, query: SearchQuery) -> Vector:
     """The cosines at or above the query's minimum, 0 elsewhere (as a vector engine
     reports them)."""
     return np.where(dense >= query.min_score, dense, 0)
@@ -876,6 +878,13 @@ def best_of(
         return []
     rows = np.fromiter(best, dtype=np.int64, count=len(best))
     scores = np.fromiter(best.values(), dtype=np.float64, count=len(best))
+    return [(int(rows[i]), float(scores[i])) for i in _best_first(rows, scores, prefer)]
+
+
+def _best_first(
+    rows: npt.NDArray[np.int64], scores: npt.NDArray[typing.Any], prefer: Sequence[Vector]
+) -> npt.NDArray[np.intp]:
+    """The order of ``rows`` by ``scores``, best first; ties to the higher value of the
+    first of ``prefer`` (values by row) that differs, then to the lower row."""
     ties = [-np.asarray(values, dtype=np.float64)[rows] for values in reversed(prefer)]
-    order = np.lexsort((rows, *ties, -scores))
-    return [(int(rows[i]), float(scores[i])) for i in order]
+    return np.lexsort((rows, *ties, -scores))
