@@ -36,10 +36,10 @@ import numpy as np
 from llm_bot.adapters.script_embedder import local_embedder
 from llm_bot.memory.context import EPISODES_SHARE
 from llm_bot.memory.hybrid_search import IndexSnapshot, Vector, search
-from llm_bot.memory.memory_block import recalled_line
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.query_parts import message_query, question_parts
-from llm_bot.memory.recall_items import IndexEntry, conversation_entries
+from llm_bot.memory.recall_budget import packed
+from llm_bot.memory.recall_items import IndexEntry, SearchHit, conversation_entries
 from llm_bot.memory.tokens import TiktokenCounter
 from llm_bot.service.indexer import embed_entries
 from tests.bench.locomo_scoring import CATEGORIES, Conversation, conversations
@@ -89,8 +89,10 @@ def session_entries(conversation: Conversation) -> list[IndexEntry]:
     return entries
 
 
-def line_tokens(entry: IndexEntry) -> int:
-    return COUNTER.count(recalled_line(entry.text, entry.date, entry.speaker)) + 2
+def shown(hits: Sequence[SearchHit], budget: int) -> list[SearchHit]:
+    """The hits whose lines the prompt at ``budget`` shows: packed best first into what
+    the fixed parts leave, each that fits (as context assembly puts back what fits)."""
+    return packed(hits, budget - fixed(budget), COUNTER.count)
 
 
 class Tally:
@@ -140,15 +142,9 @@ def score(
         if not timed:
             query = untimed(query)
         hits = search(snapshot, query)
-        costs = [line_tokens(h.entry) for h in hits]
         for budget, by_category in tally.packed.items():
-            room, shown = budget - fixed(budget), set()
-            for hit, cost in zip(hits, costs, strict=True):
-                if cost > room:  # skipped, as context assembly puts back what fits
-                    continue
-                room -= cost
-                shown.add(hit.entry.source_id)
-            by_category[question.category].append(len(evidence & shown) / len(evidence))
+            ids = {hit.entry.source_id for hit in shown(hits, budget)}
+            by_category[question.category].append(len(evidence & ids) / len(evidence))
 
 
 async def main(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:

@@ -35,10 +35,10 @@ from llm_bot.adapters.script_embedder import local_embedder
 from llm_bot.memory.hybrid_search import IndexSnapshot, Vector, search
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.query_parts import message_query, question_parts
-from llm_bot.memory.recall_items import IndexEntry, conversation_entries, text_digest
+from llm_bot.memory.recall_items import IndexEntry, SearchHit, conversation_entries, text_digest
 from llm_bot.ports import Embedder, EmbeddingPurpose, Matrix
 from llm_bot.service.indexer import embed_entries
-from tests.bench.locomo_ranking import MIN_SCORE, fixed, line_tokens
+from tests.bench.locomo_ranking import MIN_SCORE, shown
 from tests.bench.locomo_scoring import normalised
 from tests.bench.longmemeval_scoring import TYPES, Question, questions, recall_of
 from tests.bench.plots import plot_recall
@@ -106,15 +106,10 @@ class Tally:
     def __init__(self, budgets: Sequence[int]) -> None:
         self.packed: dict[int, dict[str, list[float]]] = {b: defaultdict(list) for b in budgets}
 
-    def add(self, question: Question, lines: Sequence[tuple[str, int]]) -> None:
+    def add(self, question: Question, hits: Sequence[SearchHit]) -> None:
         for budget, by_type in self.packed.items():
-            room, shown = budget - fixed(budget), []
-            for text, cost in lines:
-                if cost > room:  # skipped, as context assembly puts back what fits
-                    continue
-                room -= cost
-                shown.append(text)
-            by_type[question.type].append(recall_of(question, normalised("\n".join(shown))))
+            text = "\n".join(hit.entry.text for hit in shown(hits, budget))
+            by_type[question.type].append(recall_of(question, normalised(text)))
 
     def report(self, label: str) -> None:
         print(f"\n{label}")
@@ -128,13 +123,13 @@ class Tally:
             print(f"| {budget} | **{statistics.fmean(values):.3f}** | {cells} |")
 
 
-def ranked_lines(
+def ranked_hits(
     snapshot: IndexSnapshot,
     question: Question,
     vectors: Sequence[Vector],
     *,
     timed: bool = True,
-) -> list[tuple[str, int]]:
+) -> list[SearchHit]:
     query = message_query(
         question.text,
         vectors,
@@ -145,7 +140,7 @@ def ranked_lines(
     )
     if not timed:
         query = untimed(query)
-    return [(h.entry.text, line_tokens(h.entry)) for h in search(snapshot, query)]
+    return search(snapshot, query)
 
 
 async def main(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:
@@ -157,8 +152,8 @@ async def main(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:
         (vectors,) = await embedded_questions(embedder, [question.text])
         snapshot = IndexSnapshot()
         snapshot.upsert(embedded)
-        timed.add(question, ranked_lines(snapshot, question, vectors, timed=True))
-        untimed_tally.add(question, ranked_lines(snapshot, question, vectors, timed=False))
+        timed.add(question, ranked_hits(snapshot, question, vectors, timed=True))
+        untimed_tally.add(question, ranked_hits(snapshot, question, vectors, timed=False))
         embedder.save()
         print(f"{number}. {question.id} ({question.type}): {len(embedded)} entries", flush=True)
     timed.report("the service's ranking")

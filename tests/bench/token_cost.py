@@ -368,10 +368,17 @@ def openai_cached(prefix_tokens: int) -> int:
 
 
 def _memory_parts(memory: dict[str, Any]) -> dict[str, str]:
-    """The memory document's sections, each as its items one per line."""
-    return {
-        name: body if isinstance(body, str) else "\n".join(body) for name, body in memory.items()
-    }
+    """The memory document's sections, each as its items one per line (a recalled line
+    with its date's group before it)."""
+    return {name: _lines(body) for name, body in memory.items()}
+
+
+def _lines(body: str | list[str] | dict[str, list[str]]) -> str:
+    if isinstance(body, str):
+        return body
+    if isinstance(body, dict):
+        return "\n".join(f"{group} {line}" for group, lines in body.items() for line in lines)
+    return "\n".join(body)
 
 
 def _system_parts(messages: Sequence[dict[str, Any]]) -> dict[str, str]:

@@ -25,7 +25,7 @@ from llm_bot.memory.long_term import (
     ProfileAttribute,
     SemanticFact,
 )
-from llm_bot.memory.memory_block import collect_items, render_memory_block
+from llm_bot.memory.memory_block import collect_items, render_items, render_memory_block
 from llm_bot.memory.memory_message import memory_message, quote_json, read_memory
 from llm_bot.memory.messages import ChatMessage, PromptMessage, Role, ToolCall
 from llm_bot.memory.tokens import (
@@ -698,6 +698,85 @@ def test_recalled_items_the_last_turn_recalled_too_come_first() -> None:
     ]
 
 
+def test_recalled_lines_show_under_their_date() -> None:
+    """One group per date (with its weekday), each where its first item is; a line is the
+    speaker and the text; an item without a date shows under ``undated``."""
+    records = [
+        RecalledRecord(
+            id="a",
+            text="Booked the ferry.",
+            score=0.5,
+            date="2025-07-02T09:00:00Z",
+            speaker="Nok",
+            turn=1,
+        ),
+        RecalledRecord(
+            id="b",
+            text="Which pier?",
+            score=0.4,
+            date="2025-07-02T09:01:00Z",
+            speaker="assistant",
+            turn=2,
+        ),
+        RecalledRecord(
+            id="c", text="Allergic to peanuts.", score=0.3, date="2025-06-30", speaker="Nok"
+        ),
+        RecalledRecord(id="d", text="Prefers email.", score=0.2),
+    ]
+    document = read_memory(memory_message(render_items(collect_items(EMPTY, "", records))))
+    assert document == {
+        "recalled": {
+            "2025-06-30 Mon": ["Nok: Allergic to peanuts."],
+            "2025-07-02 Wed": ["Nok: Booked the ferry.", "assistant: Which pier?"],
+            "undated": ["Prefers email."],
+        }
+    }
+    carried = collect_items(EMPTY, "", records, carried={"b"})
+    groups = read_memory(memory_message(render_items(carried)))
+    assert groups is not None
+    assert list(groups["recalled"]) == ["2025-07-02 Wed", "undated", "2025-06-30 Mon"]
+
+
+def test_a_line_put_back_pays_for_its_date_when_the_first_of_it() -> None:
+    """Refilling counts a recalled line's date group when no line of that date is shown:
+    the prompt stays within budget and lines of a shown date go back first."""
+    long_line = RecalledRecord(id="long", text="x" * 300, score=0.9, date="2025-07-01")
+    shown = RecalledRecord(id="shown", text="kept line", score=0.8, date="2025-07-02")
+    same_day = RecalledRecord(id="same", text="short line a", score=0.4, date="2025-07-02")
+    other_day = RecalledRecord(id="other", text="short line b", score=0.5, date="2025-07-09")
+    records = [long_line, shown, same_day, other_day]
+    everything = assemble_context(
+        system_prompt="You are a shop assistant.",
+        bundle=EMPTY,
+        summary="",
+        window=WINDOW,
+        budget=WIDE,
+        counter=CharCounter(),
+        recalled=records,
+    )
+    seen = []
+    for budget in range(everything.tokens - 400, everything.tokens):
+        fitted = assemble_context(
+            system_prompt="You are a shop assistant.",
+            bundle=EMPTY,
+            summary="",
+            window=WINDOW,
+            budget=exact(budget),
+            counter=CharCounter(),
+            recalled=records,
+        )
+        assert fitted.tokens <= fitted.budget
+        seen.append(memory_of(fitted).get("recalled"))
+    # room for the other day's line but not for its date: the same day's lower-scored line
+    # goes back instead (counted without its group, the other line would take the room,
+    # the prompt would not fit, and the check would take both out again)
+    assert {"2025-07-02 Wed": ["short line a", "kept line"]} in seen
+    assert {
+        "2025-07-02 Wed": ["short line a", "kept line"],
+        "2025-07-09 Wed": ["short line b"],
+    } in seen
+
+
 def test_room_a_long_line_leaves_is_filled_by_shorter_lower_scored_ones() -> None:
     """Recalled items go lowest score first; when a long one's drop makes the prompt fit,
     the shorter, lower-scored ones dropped with it are put back where they still fit."""
@@ -725,7 +804,9 @@ def test_room_a_long_line_leaves_is_filled_by_shorter_lower_scored_ones() -> Non
         counter=CharCounter(),
         recalled=[long_line, *short],
     )
-    recalled = list(memory_of(fitted).get("recalled", []))
+    groups = memory_of(fitted).get("recalled", {})
+    assert list(groups) == ["2025-07-02 Wed"]  # the long line's date has no group
+    recalled = groups["2025-07-02 Wed"]
     assert len(recalled) == 3
     assert all("short line" in line for line in recalled)
     assert fitted.dropped["recalled"] == 1

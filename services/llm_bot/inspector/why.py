@@ -17,7 +17,7 @@ from llm_bot.graph.model_call import prompt_context
 from llm_bot.graph.recall import already_shown, conversation_texts
 from llm_bot.graph.state import GraphContext
 from llm_bot.graph.tool_rounds import turn_start
-from llm_bot.memory.memory_block import recalled_line
+from llm_bot.memory.memory_block import recalled_group, recalled_line
 from llm_bot.memory.memory_message import read_memory
 from llm_bot.memory.recall_items import SearchHit, conversation_of
 from llm_bot.memory.window import WindowAppend, bounded_messages
@@ -95,17 +95,19 @@ def _sections(
     ]
 
 
-def _recalled_in_prompt(messages: list[dict[str, Any]]) -> set[str]:
-    lines: set[str] = set()
+def _recalled_in_prompt(messages: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    """The recalled lines the prompt shows, each with its group (date)."""
+    lines: set[tuple[str, str]] = set()
     for message in messages:
         document = read_memory(message)
-        if document is not None:
-            lines.update(str(line) for line in document.get("recalled", ()))
+        groups = document.get("recalled") if document is not None else None
+        if isinstance(groups, dict):
+            lines.update((str(g), str(line)) for g, shown in groups.items() for line in shown)
     return lines
 
 
 def _recalled(
-    retrieval: Retrieval, hits: list[SearchHit], in_prompt: set[str]
+    retrieval: Retrieval, hits: list[SearchHit], in_prompt: set[tuple[str, str]]
 ) -> list[dict[str, Any]]:
     """Every recalled record (and every hit of the search), with its scores, its rank in
     the fusion, where it came from and whether the budget left it in the prompt."""
@@ -114,7 +116,8 @@ def _recalled(
     for record in retrieval.records:
         rank, found = by_id.pop(record.id, (None, None))
         item = _item(record.id, record.text, record.score, rank=rank, hit=found, date=record.date)
-        item["in_prompt"] = recalled_line(record.text, record.date, record.speaker) in in_prompt
+        line = (recalled_group(record.date), recalled_line(record.text, record.speaker))
+        item["in_prompt"] = line in in_prompt
         item["left_out"] = None if item["in_prompt"] else "prompt budget"
         items.append(item)
     for entry_id, (rank, hit) in by_id.items():

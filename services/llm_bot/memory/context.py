@@ -314,7 +314,8 @@ def _refill(asm: _Assembler, plan: _Plan, limit: int) -> _Plan:
     stage alone was cut: nothing of a later stage goes while an item is put back. The
     first put back into a prompt without a memory message is counted with the whole
     prompt (it brings the message's framing), the others by their line's tokens and
-    ``LINE_TOKENS``; one count of the prompt checks the whole, and the last put
+    ``LINE_TOKENS`` (and a recalled item the first of its date, by its date's group too:
+    ``GROUP_TOKENS``); one count of the prompt checks the whole, and the last put
     back go first while it does not fit."""
     if plan.scored == 0 or plan != _Plan(scored=plan.scored):
         return plan
@@ -323,8 +324,13 @@ def _refill(asm: _Assembler, plan: _Plan, limit: int) -> _Plan:
     framed = bool(  # the memory message is in the prompt: a line costs its line only
         plan.scored < len(asm.scored) or asm.items.summary or asm.episodes or asm.profile
     )
+    omitted = {item.uid for item in asm.omitted(plan)}
+    groups = {i.group for i in asm.items.recalled if i.uid not in omitted}
     for index in reversed(range(plan.scored)):
-        cost = asm.counter.count(asm.scored[index].text) + LINE_TOKENS
+        item = asm.scored[index]
+        cost = asm.counter.count(item.text) + LINE_TOKENS
+        if item.kind == "recalled" and item.group not in groups:
+            cost += asm.counter.count(item.group) + GROUP_TOKENS
         if cost > room:
             continue
         if not refilled and not framed:  # counted whole: it brings the message's framing
@@ -334,6 +340,7 @@ def _refill(asm: _Assembler, plan: _Plan, limit: int) -> _Plan:
         else:
             room -= cost
         refilled.append(index)
+        groups.add(item.group)
     while refilled and asm.tokens(replace(plan, refilled=frozenset(refilled))) > limit:
         refilled.pop()
     return replace(plan, refilled=frozenset(refilled))
@@ -343,6 +350,9 @@ LINE_TOKENS = 3
 """What a line adds to the memory message besides its text (its JSON quotes, comma and
 line break), and one token more: the pieces at its edges may not merge as counted alone
 (a line put back, an episode within its share)."""
+GROUP_TOKENS = 5
+"""What a recalled date's group adds besides its date (its key's quotes and colon, the
+brackets, line breaks), and one token more, as for ``LINE_TOKENS``."""
 
 
 def _summary_cuts(summary: str) -> list[int]:

@@ -57,7 +57,7 @@ import numpy.typing as npt
 
 from llm_bot.memory.keyword_matching import normalise
 from llm_bot.memory.keyword_terms import keyword_terms
-from llm_bot.memory.recall_budget import line_tokens
+from llm_bot.memory.recall_budget import RecalledCost
 from llm_bot.memory.recall_items import IndexEntry, SearchHit
 from llm_bot.memory.time_expressions import Period, mentions_time
 
@@ -721,6 +721,7 @@ def collapse_within(
         return hits, True
     width = query.vector.size if query.vector is not None else 0
     count = query.token_count if query.max_tokens is not None else None
+    cost = RecalledCost(count) if count is not None else None
     spent = 0
     kept_texts = KeptTexts()
     kept: Vector | None = None  # the kept embeddings, one row each (one product per check)
@@ -747,10 +748,11 @@ def collapse_within(
             dense=candidate.dense if candidate.dense >= query.min_score else 0.0,
             keyword=candidate.keyword,
         )
-        if count is not None and query.max_tokens is not None:
-            spent += line_tokens(hit, count)
+        if cost is not None and query.max_tokens is not None:
+            spent += cost.of(hit)
             if spent > query.max_tokens:
                 return hits, True
+            cost.add(hit)
         kept_texts.add(text)
         if comparable:
             assert vector is not None  # noqa: S101  # comparable says so

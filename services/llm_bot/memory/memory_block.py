@@ -15,13 +15,21 @@ The document has only the sections that have content, in this order, one item pe
     "2025-07-29: Asked about the price of the blue kettle; was told 250 THB.",
     "2025-07-30: (COMPLAINT) The kettle arrived broken."
     ],
-    "recalled": [
-    "(2023-05-08 Mon, Caroline) I went to the LGBTQ support group yesterday."
+    "recalled": {
+    "2023-05-08 Mon": [
+    "Caroline: I went to the LGBTQ support group yesterday.",
+    "Melanie: That's great!"
     ]
     }
+    }
 
-``recalled`` holds what retrieval found relevant to the current message (SPEC 5.7), each
-item with its date and speaker (either left out when unknown). The sections go from the
+``recalled`` holds what retrieval found relevant to the current message (SPEC 5.7), one
+line per item, ``<speaker>: <text>`` (the speaker left out when unknown), under its date
+and weekday (``undated`` when the item has none). Grouped by date rather than each line
+carrying its own "(2023-05-08 Mon, Caroline)", which costs ~10 tokens: a search usually
+recalls several messages of one day (a session), so the same budget holds more of them
+(LoCoMo, simulated, 2,000 tokens: 0.875 -> 0.891 of the evidence; docs/benchmarks.md).
+The sections go from the
 slowest-changing to the fastest, as measured by ``tests/bench/token_cost.py`` (profile and
 facts change a handful of times in 1,000 turns; the summary at each compaction; episodes at
 each compaction and with each notable event; recalled items at nearly every search), so
@@ -32,7 +40,8 @@ then id; episodic summaries and notable events merged, oldest first by ``created
 strings, compared as written) then id; recalled items chronologically (date, then
 their place in the conversation, then id), those the previous turn recalled too
 (``carried``) first: a search that keeps most of the last selection then changes the
-section's end, not its start. The date is the first ten characters of ``created_at``.
+section's end, not its start; each date's group sits where its first item does. The date
+is the first ten characters of ``created_at``.
 
 Stored text is data, never structure: every text is sanitised
 (:func:`~llm_bot.memory.stored_text.sanitize`: NFKC, no invisible or bidi characters, one
@@ -45,7 +54,7 @@ Everything here is pure and deterministic: identical input renders byte-identica
 from __future__ import annotations
 
 import datetime
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -57,8 +66,10 @@ from llm_bot.memory.topic import RecalledRecord
 WEEKDAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 
 ItemKind = Literal["profile", "facts", "episodes", "events", "recalled"]
-MemoryDocument = dict[str, list[str] | str]
-"""Section name → its items (``summary``: one text)."""
+MemoryDocument = dict[str, list[str] | str | dict[str, list[str]]]
+"""Section name → its items (``summary``: one text; ``recalled``: date → its lines)."""
+UNDATED = "undated"
+"""The ``recalled`` group of items without a date."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +87,8 @@ class MemoryItem:
     score: float
     created_at: str
     id: str
+    group: str = ""
+    """A recalled item's date and weekday (:func:`recalled_group`), under which it shows."""
 
 
 @dataclass(frozen=True)
@@ -138,9 +151,12 @@ def collect_items(
         )
     found: list[tuple[tuple[bool, str, int, int, str], MemoryItem]] = []
     for record in recalled:
-        line = recalled_line(record.text, record.date, record.speaker)
+        line = recalled_line(record.text, record.speaker)
         if line:
-            item = MemoryItem(next(uids), "recalled", line, record.score, record.date, record.id)
+            group = recalled_group(record.date)
+            item = MemoryItem(
+                next(uids), "recalled", line, record.score, record.date, record.id, group
+            )
             new = record.id not in carried
             found.append(((new, record.date, record.turn, record.seq, record.id), item))
     return MemoryItems(
@@ -163,9 +179,17 @@ def memory_document(
         "facts": [i.text for i in items.facts if i.uid not in omit],
         "summary": shown_summary,
         "episodes": [i.text for i in items.episodic if i.uid not in omit],
-        "recalled": [i.text for i in items.recalled if i.uid not in omit],
+        "recalled": by_group(i for i in items.recalled if i.uid not in omit),
     }
     return {name: body for name, body in sections.items() if body}
+
+
+def by_group(recalled: Iterable[MemoryItem]) -> dict[str, list[str]]:
+    """Recalled items' lines under their dates, each group where its first item is."""
+    groups: dict[str, list[str]] = {}
+    for item in recalled:
+        groups.setdefault(item.group, []).append(item.text)
+    return groups
 
 
 def render_items(
@@ -193,24 +217,32 @@ def _date_and_weekday(created_at: str) -> str:
         return day
 
 
-def recalled_line(text: str, date: str, speaker: str) -> str:
-    """A recalled item as the prompt shows it: ``(<date> <weekday>, <speaker>) <text>``,
-    sanitised ("" when the text is blank). The weekday lets the model resolve what the
-    text says relative to its day ("last Friday", "yesterday")."""
+def recalled_line(text: str, speaker: str) -> str:
+    """A recalled item's line: ``<speaker>: <text>``, sanitised ("" when the text is blank;
+    the text alone when the speaker is unknown)."""
     shown = sanitize(text)
     if not shown:
         return ""
-    label = ", ".join(filter(None, (_date_and_weekday(date), sanitize(speaker))))
-    return f"({label}) {shown}" if label else shown
+    name = sanitize(speaker)
+    return f"{name}: {shown}" if name else shown
+
+
+def recalled_group(date: str) -> str:
+    """The group a recalled item shows under: its date with the weekday, which lets the
+    model resolve what the text says relative to its day ("last Friday", "yesterday")."""
+    return _date_and_weekday(date) or UNDATED
 
 
 __all__ = [
+    "UNDATED",
     "ItemKind",
     "MemoryDocument",
     "MemoryItem",
     "MemoryItems",
+    "by_group",
     "collect_items",
     "memory_document",
+    "recalled_group",
     "recalled_line",
     "render_items",
     "render_memory_block",

@@ -20,6 +20,9 @@ from llm_bot.memory.recall_items import SearchHit
 LINE_OVERHEAD_TOKENS = 2
 """What a line adds to the memory message besides its text: its JSON quotes, comma and
 line break."""
+GROUP_OVERHEAD_TOKENS = 4
+"""What a date's group adds besides its date: the key's quotes, the colon, the brackets and
+line breaks (``memory_block.by_group``)."""
 CANDIDATE_LIMIT = 200
 """Hits asked of the index when no item cap is configured: as deep as each ranking is read
 before fusion (``hybrid_search.CANDIDATES_PER_RANKING``), far more than any budget holds."""
@@ -27,12 +30,37 @@ before fusion (``hybrid_search.CANDIDATES_PER_RANKING``), far more than any budg
 
 def line_tokens(hit: SearchHit, count: Callable[[str], int]) -> int:
     """Tokens the hit's line costs in the memory message (``memory_block.recalled_line``:
-    date, weekday, speaker and text; counted before sanitising, which only removes
-    characters, and with a stand-in weekday, each one token: 40 µs a line less)."""
+    speaker and text; counted before sanitising, which only removes characters)."""
     entry = hit.entry
-    label = ", ".join(filter(None, (f"{entry.date[:10]} Mon" if entry.date else "", entry.speaker)))
-    line = f"({label}) {entry.text}" if label else entry.text
+    line = f"{entry.speaker}: {entry.text}" if entry.speaker else entry.text
     return _counted(count, line) + LINE_OVERHEAD_TOKENS
+
+
+def group_tokens(hit: SearchHit, count: Callable[[str], int]) -> int:
+    """Tokens the group of the hit's date costs (``memory_block.recalled_group``), paid by
+    the first of its lines: counted with a stand-in weekday (each is one token)."""
+    date = hit.entry.date[:10]
+    return _counted(count, f"{date} Mon" if date else "undated") + GROUP_OVERHEAD_TOKENS
+
+
+class RecalledCost:
+    """What each further line costs the recalled section: its line, and its date's group
+    when it is the first of that date."""
+
+    def __init__(self, count: Callable[[str], int]) -> None:
+        self._count = count
+        self._dates: set[str] = set()
+
+    def of(self, hit: SearchHit) -> int:
+        """Tokens ``hit`` would add."""
+        cost = line_tokens(hit, self._count)
+        if hit.entry.date[:10] not in self._dates:
+            cost += group_tokens(hit, self._count)
+        return cost
+
+    def add(self, hit: SearchHit) -> None:
+        """``hit`` is shown: its date's group is paid for."""
+        self._dates.add(hit.entry.date[:10])
 
 
 REMEMBERED_COUNTS = 16384
@@ -61,12 +89,39 @@ def within_tokens(
     counting stops at the first hit that does not fit."""
     kept: list[SearchHit] = []
     spent = 0
+    cost = RecalledCost(count)
     for hit in hits:
-        spent += line_tokens(hit, count)
+        spent += cost.of(hit)
         if spent > tokens:
             break
+        cost.add(hit)
         kept.append(hit)
     return kept
 
 
-__all__ = ["CANDIDATE_LIMIT", "LINE_OVERHEAD_TOKENS", "line_tokens", "within_tokens"]
+def packed(hits: Sequence[SearchHit], tokens: int, count: Callable[[str], int]) -> list[SearchHit]:
+    """Of ``hits`` (best first), each whose line still fits in ``tokens``, the others
+    skipped: greedy packing by score, as context assembly fills recall's room (the
+    benchmarks' simulations use it)."""
+    kept: list[SearchHit] = []
+    cost = RecalledCost(count)
+    for hit in hits:
+        tokens_of = cost.of(hit)
+        if tokens_of > tokens:
+            continue
+        tokens -= tokens_of
+        cost.add(hit)
+        kept.append(hit)
+    return kept
+
+
+__all__ = [
+    "CANDIDATE_LIMIT",
+    "GROUP_OVERHEAD_TOKENS",
+    "LINE_OVERHEAD_TOKENS",
+    "RecalledCost",
+    "group_tokens",
+    "line_tokens",
+    "packed",
+    "within_tokens",
+]
