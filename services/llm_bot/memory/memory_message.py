@@ -10,9 +10,11 @@ fixed framing line and a fenced JSON document::
     "facts": [
     "Prefers delivery on weekends."
     ],
-    "recalled": [
-    "(2023-05-08, Caroline) I went to the LGBTQ support group yesterday."
+    "recalled": {
+    "2023-05-08 Mon": [
+    "Caroline: I went to the LGBTQ support group yesterday."
     ]
+    }
     }
     ```
 
