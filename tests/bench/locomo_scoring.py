@@ -54,7 +54,16 @@ def _message_text(message: Mapping[str, Any]) -> str:
     memory = read_memory(message)
     if memory is None:
         return str(message.get("content") or "")
-    return "\n".join(body if isinstance(body, str) else "\n".join(body) for body in memory.values())
+    return "\n".join(section_text(body) for body in memory.values())
+
+
+def section_text(body: str | list[str] | dict[str, list[str]]) -> str:
+    """A memory section's items one per line (a recalled line after its date's group)."""
+    if isinstance(body, str):
+        return body
+    if isinstance(body, dict):
+        return "\n".join(f"{group} {line}" for group, lines in body.items() for line in lines)
+    return "\n".join(body)
 
 
 @dataclass(frozen=True)

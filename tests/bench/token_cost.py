@@ -83,6 +83,7 @@ from llm_bot.memory.compaction import SUMMARY_MAX_TOKENS, summarizer_json_schema
 from llm_bot.memory.memory_message import read_memory
 from llm_bot.memory.tokens import TiktokenCounter
 from llm_bot.memory.working import ConversationKey, ConversationProgress
+from tests.bench.locomo_scoring import section_text
 from tests.bench.plots import plot_prompt_tokens
 from tests.support.events import message_event, new_id
 from tests.support.harness import (
@@ -370,15 +371,7 @@ def openai_cached(prefix_tokens: int) -> int:
 def _memory_parts(memory: dict[str, Any]) -> dict[str, str]:
     """The memory document's sections, each as its items one per line (a recalled line
     with its date's group before it)."""
-    return {name: _lines(body) for name, body in memory.items()}
-
-
-def _lines(body: str | list[str] | dict[str, list[str]]) -> str:
-    if isinstance(body, str):
-        return body
-    if isinstance(body, dict):
-        return "\n".join(f"{group} {line}" for group, lines in body.items() for line in lines)
-    return "\n".join(body)
+    return {name: section_text(body) for name, body in memory.items()}
 
 
 def _system_parts(messages: Sequence[dict[str, Any]]) -> dict[str, str]:
