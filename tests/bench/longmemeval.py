@@ -46,7 +46,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.logs import configure_logging
-from tests.bench.locomo import COUNTER, Prompts, percentile, settings_for, then_clean
+from tests.bench.locomo import COUNTER, Prompts, percentile, settings_for, then_clean, warm_up
 from tests.bench.locomo_scoring import prompt_text
 from tests.bench.longmemeval_scoring import TYPES, Question, last_n_prompt, questions, recall_of
 from tests.bench.token_cost import worker_idle
@@ -55,9 +55,6 @@ from tests.support.harness import bot, integrator, running_service, running_work
 from tests.support.services import DEFAULT_AMQP_URL, DEFAULT_REDIS_URL, ServiceUrls
 
 TENANT = "longmemeval"
-WARM_UP = "Can you remind me what we talked about before?"
-WARM_UP_SECONDS = 3.0
-"""Time for the user's index to finish loading after the warm-up message."""
 
 
 @dataclass
@@ -260,15 +257,7 @@ async def ask(  # noqa: PLR0917  # one question, the run's parts
     )
     scores = Scores()
     async with bot(settings, tracer_provider=provider) as (_service, client):
-        # A new process has none of the user's index in memory: its first search loads
-        # it (hundreds of ms for a haystack) past the search's time budget. One message
-        # first, as a user with a history would have sent, so the question is searched as
-        # in a running service.
-        await client.publish(
-            message_event(tenant=TENANT, user=user, conversation=new_id("w"), text=WARM_UP)
-        )
-        await client.next_candidate(within=60)
-        await asyncio.sleep(WARM_UP_SECONDS)
+        await warm_up(client, TENANT, user)
         exporter.clear()
         event = message_event(
             tenant=TENANT,

@@ -698,6 +698,19 @@ def test_recalled_items_the_last_turn_recalled_too_come_first() -> None:
     ]
 
 
+def with_recalled(recalled: Sequence[RecalledRecord], budget: ContextBudget) -> AssembledContext:
+    """A shop assistant's prompt with ``recalled`` and nothing else remembered."""
+    return assemble_context(
+        system_prompt="You are a shop assistant.",
+        bundle=EMPTY,
+        summary="",
+        window=WINDOW,
+        budget=budget,
+        counter=CharCounter(),
+        recalled=recalled,
+    )
+
+
 def test_recalled_lines_show_under_their_date() -> None:
     """One group per date (with its weekday), each where its first item is; a line is the
     speaker and the text; an item without a date shows under ``undated``."""
@@ -745,26 +758,10 @@ def test_a_line_put_back_pays_for_its_date_when_the_first_of_it() -> None:
     same_day = RecalledRecord(id="same", text="short line a", score=0.4, date="2025-07-02")
     other_day = RecalledRecord(id="other", text="short line b", score=0.5, date="2025-07-09")
     records = [long_line, shown, same_day, other_day]
-    everything = assemble_context(
-        system_prompt="You are a shop assistant.",
-        bundle=EMPTY,
-        summary="",
-        window=WINDOW,
-        budget=WIDE,
-        counter=CharCounter(),
-        recalled=records,
-    )
+    everything = with_recalled(records, WIDE)
     seen = []
     for budget in range(everything.tokens - 400, everything.tokens):
-        fitted = assemble_context(
-            system_prompt="You are a shop assistant.",
-            bundle=EMPTY,
-            summary="",
-            window=WINDOW,
-            budget=exact(budget),
-            counter=CharCounter(),
-            recalled=records,
-        )
+        fitted = with_recalled(records, exact(budget))
         assert fitted.tokens <= fitted.budget
         seen.append(memory_of(fitted).get("recalled"))
     # room for the other day's line but not for its date: the same day's lower-scored line
@@ -785,25 +782,9 @@ def test_room_a_long_line_leaves_is_filled_by_shorter_lower_scored_ones() -> Non
         RecalledRecord(id=f"s{n}", text=f"short line {n}", score=0.5 - n / 100, date="2025-07-02")
         for n in range(3)
     ]
-    everything = assemble_context(
-        system_prompt="You are a shop assistant.",
-        bundle=EMPTY,
-        summary="",
-        window=WINDOW,
-        budget=WIDE,
-        counter=CharCounter(),
-        recalled=[long_line, *short],
-    )
+    everything = with_recalled([long_line, *short], WIDE)
     without_long = everything.tokens - 100  # more than the three short lines free: the long goes
-    fitted = assemble_context(
-        system_prompt="You are a shop assistant.",
-        bundle=EMPTY,
-        summary="",
-        window=WINDOW,
-        budget=exact(without_long),
-        counter=CharCounter(),
-        recalled=[long_line, *short],
-    )
+    fitted = with_recalled([long_line, *short], exact(without_long))
     groups = memory_of(fitted).get("recalled", {})
     assert list(groups) == ["2025-07-02 Wed"]  # the long line's date has no group
     recalled = groups["2025-07-02 Wed"]
