@@ -174,7 +174,7 @@ def memory_document(
     """The sections for ``items`` without the items whose uid is in ``omit``, and with
     ``summary`` (default: ``items.summary``) as the summary; only sections with content."""
     shown_summary = items.summary if summary is None else summary
-    sections: dict[str, list[str] | str] = {
+    sections: MemoryDocument = {
         "profile": [i.text for i in items.profile if i.uid not in omit],
         "facts": [i.text for i in items.facts if i.uid not in omit],
         "summary": shown_summary,
