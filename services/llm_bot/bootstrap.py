@@ -407,6 +407,7 @@ def retriever_settings(retrieval: RetrievalConfig, budget: ContextBudget) -> Ret
         max_items=retrieval.max_items,
         max_tokens=min(budget.input_budget, retrieval.max_tokens),
         timeout_seconds=retrieval.timeout_ms / 1000,
+        load_timeout_seconds=retrieval.load_timeout_ms / 1000,
     )
 
 

@@ -201,6 +201,12 @@ class RecallIndex(Protocol):
         """The user's entries relevant to ``query``, best first (``hybrid_search.py``)."""
         ...
 
+    def loaded(self, tenant_id: str, user_id: str) -> bool:
+        """Whether this process can search the user's index without loading it first
+        (always, for an engine that searches server-side): a search that must load it
+        gets ``LLM_BOT_RETRIEVAL_LOAD_TIMEOUT_MS``."""
+        ...
+
     async def count(self, tenant_id: str, user_id: str) -> int: ...
 
     async def count_without_vector(self, tenant_id: str, user_id: str, *, model: str) -> int:

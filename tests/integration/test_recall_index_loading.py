@@ -84,8 +84,9 @@ async def test_a_big_index_loads_in_pages_and_every_entry_is_found(
 async def test_a_search_past_its_budget_goes_on_without_recall_and_the_load_finishes(
     client: aioredis.Redis,
 ) -> None:
-    """A 1 ms budget against an index that takes longer to load: outcome ``timeout`` (the
-    reply goes on), and the load completes in the background for the next search."""
+    """A 1 ms budget (loading included) against an index that takes longer to load:
+    outcome ``timeout`` (the reply goes on), and the load completes in the background for
+    the next search."""
     tenant, user = new_id("t"), new_id("u")
     index = _index(client)
     await _fill(index, tenant, user, ENTRIES)
@@ -95,7 +96,11 @@ async def test_a_search_past_its_budget_goes_on_without_recall_and_the_load_fini
         embedder=None,
         index=fresh,
         settings=RetrievalSettings(
-            min_score=0.0, topic_similarity=0.99, max_items=5, timeout_seconds=0.001
+            min_score=0.0,
+            topic_similarity=0.99,
+            max_items=5,
+            timeout_seconds=0.001,
+            load_timeout_seconds=0.001,
         ),
         metrics=Metrics(registry=registry),
         tracer=TracerProvider().get_tracer("test"),
@@ -135,3 +140,35 @@ async def test_a_copy_older_than_the_kept_tombstones_loads_the_index_again(
     }
     assert found.isdisjoint({"m|c1|e1", "m|c1|e2", "m|c1|e3"})
     assert "m|c1|e4" in found
+
+
+async def test_a_first_search_waits_for_the_load_within_its_own_budget(
+    client: aioredis.Redis,
+) -> None:
+    """A process's first search of a user loads the index: it gets the load's budget
+    (``LLM_BOT_RETRIEVAL_LOAD_TIMEOUT_MS``), not the search's, and recalls; once loaded,
+    a search has the search's budget again."""
+    tenant, user = new_id("t"), new_id("u")
+    await _fill(_index(client), tenant, user, ENTRIES)
+    fresh = _index(client)  # a process that has not searched this user yet (a deploy)
+    retriever = Retriever(
+        embedder=None,
+        index=fresh,
+        settings=RetrievalSettings(
+            min_score=0.0,
+            topic_similarity=0.99,
+            max_items=5,
+            timeout_seconds=0.000_001,  # no search fits: only the load's budget can
+            load_timeout_seconds=30,
+        ),
+        metrics=Metrics(registry=CollectorRegistry()),
+        tracer=TracerProvider().get_tracer("test"),
+    )
+    key = ConversationKey(tenant, user, "c9")
+    assert not fresh.loaded(tenant, user)
+    first = await retriever.retrieve(PreparedQuery("topic7", None), key, exclude=(), topic=None)
+    assert first.outcome == "searched"
+    assert "m|c1|e7" in [record.id for record in first.records]
+    assert fresh.loaded(tenant, user)
+    again = await retriever.retrieve(PreparedQuery("topic7", None), key, exclude=(), topic=None)
+    assert again.outcome == "timeout"

@@ -100,6 +100,9 @@ class InMemoryRecallIndex:
         user = self._users.pop((tenant_id, user_id), None)
         return len(user.digests) if user is not None else 0
 
+    def loaded(self, tenant_id: str, user_id: str) -> bool:
+        return True
+
     async def search(
         self, tenant_id: str, user_id: str, query: SearchQuery, *, model: str
     ) -> list[SearchHit]:

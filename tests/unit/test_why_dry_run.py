@@ -77,6 +77,9 @@ class FakeIndex:
             return list(self.hits)
         return within_tokens(self.hits, query.max_tokens, query.token_count)
 
+    def loaded(self, tenant_id: str, user_id: str) -> bool:
+        return True
+
 
 def context(memory: FakeMemory, index: FakeIndex, *, input_budget: int) -> GraphContext:
     metrics = Metrics(registry=CollectorRegistry())

@@ -194,6 +194,10 @@ class QdrantRecallIndex:
             other = of_user(tenant_id, user_id, must_not=[field_is("model", model)])
             return await self._points.count(other)
 
+    def loaded(self, tenant_id: str, user_id: str) -> bool:
+        """Always: Qdrant searches server-side, nothing is loaded into this process."""
+        return True
+
     async def search(
         self, tenant_id: str, user_id: str, query: SearchQuery, *, model: str
     ) -> list[SearchHit]:

@@ -193,6 +193,10 @@ class SnapshotCache:
         self.max_entries = max_entries
         self._items: OrderedDict[str, _Cached] = OrderedDict()
 
+    def peek(self, scope: str) -> _Cached | None:
+        """The copy of ``scope``, if this process holds one (not counted as a use)."""
+        return self._items.get(scope)
+
     def get(self, scope: str) -> _Cached:
         cached = self._items.get(scope)
         if cached is None:
@@ -325,6 +329,12 @@ class RedisRecallIndex:
         if cached.model != model and query.vector is not None:
             query = replace(query, vector=None)  # every other bound and filter kept
         return search(snapshot, query)
+
+    def loaded(self, tenant_id: str, user_id: str) -> bool:
+        """Whether this process holds a copy of the user's index (then a search checks it
+        for changes in one round trip; otherwise it loads the whole index first)."""
+        cached = self._cache.peek(self._keys.user_scope(tenant_id, user_id))
+        return cached is not None and cached.snapshot is not None
 
     async def _refresh(self, tenant_id: str, user_id: str, cached: _Cached) -> None:
         """Bring ``cached`` up to date: the changes since its seq in one round trip, or,

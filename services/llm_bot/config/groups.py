@@ -216,6 +216,7 @@ class RetrievalConfig:
     max_items: int | None
     max_tokens: int
     timeout_ms: int
+    load_timeout_ms: int
     cache_entries: int
     qdrant_url: str | None
     qdrant_api_key: SecretStr | None
@@ -232,6 +233,7 @@ class RetrievalConfig:
             max_items=settings.retrieval_max_items,
             max_tokens=settings.retrieval_max_tokens,
             timeout_ms=settings.retrieval_timeout_ms,
+            load_timeout_ms=settings.retrieval_load_timeout_ms,
             cache_entries=settings.retrieval_cache_entries,
             qdrant_url=settings.qdrant_url,
             qdrant_api_key=settings.qdrant_api_key,

@@ -193,6 +193,9 @@ class Settings(BaseSettings):
     retrieval_timeout_ms: int = Field(
         50, ge=1, le=60_000, validation_alias=_env("LLM_BOT_RETRIEVAL_TIMEOUT_MS")
     )
+    retrieval_load_timeout_ms: int = Field(
+        1000, ge=1, le=60_000, validation_alias=_env("LLM_BOT_RETRIEVAL_LOAD_TIMEOUT_MS")
+    )
     retrieval_cache_entries: int = Field(
         200_000, ge=0, validation_alias=_env("LLM_BOT_RETRIEVAL_CACHE_ENTRIES")
     )

@@ -60,6 +60,11 @@ class RetrievalSettings:
     timeout_seconds: float = 0.05
     """The search's time budget (``LLM_BOT_RETRIEVAL_TIMEOUT_MS``): past it the reply goes
     on without recall (outcome ``timeout``); a big index still loading goes on loading."""
+    load_timeout_seconds: float = 1.0
+    """The time budget of a search that must first load the user's index into this
+    process (``LLM_BOT_RETRIEVAL_LOAD_TIMEOUT_MS``; the user's first search here, as after
+    a deploy): the reply waits that long at most, once, rather than forget everything
+    the user said; past it, as past ``timeout_seconds``. Never less than that."""
 
 
 @dataclass(frozen=True)
@@ -235,8 +240,11 @@ class Retriever:
             if query.across is not None:  # no search: its other embedding is not needed
                 query.across.cancel()
             return Retrieval("topic_reuse", topic.selection, kept, _since(query))
+        budget = self._settings.timeout_seconds
+        if not self._index.loaded(key.tenant_id, key.user_id):
+            budget = max(budget, self._settings.load_timeout_seconds)
         try:
-            async with asyncio.timeout(self._settings.timeout_seconds):
+            async with asyncio.timeout(budget):
                 hits = await self.search_prepared(
                     query,
                     key,
@@ -244,7 +252,7 @@ class Retriever:
                     max_tokens=None if explain else self._settings.max_tokens,
                 )
         except TimeoutError:
-            log.warning("retrieval.timed_out", budget_ms=self._settings.timeout_seconds * 1000)
+            log.warning("retrieval.timed_out", budget_ms=budget * 1000)
             return Retrieval("timeout", topic=topic, seconds=_since(query))
         except LlmBotError as exc:
             log.warning("retrieval.failed", code=exc.code, error=str(exc))
