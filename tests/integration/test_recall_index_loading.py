@@ -81,6 +81,29 @@ async def test_a_big_index_loads_in_pages_and_every_entry_is_found(
     assert await index.count(tenant, user) == ENTRIES - 1
 
 
+def keyword_retriever(
+    index: RedisRecallIndex,
+    *,
+    search_budget: float,
+    load_budget: float,
+    registry: CollectorRegistry | None = None,
+) -> Retriever:
+    """A retriever without embeddings (keyword search) with these time budgets (seconds)."""
+    return Retriever(
+        embedder=None,
+        index=index,
+        settings=RetrievalSettings(
+            min_score=0.0,
+            topic_similarity=0.99,
+            max_items=5,
+            timeout_seconds=search_budget,
+            load_timeout_seconds=load_budget,
+        ),
+        metrics=Metrics(registry=registry or CollectorRegistry()),
+        tracer=TracerProvider().get_tracer("test"),
+    )
+
+
 async def test_a_search_past_its_budget_goes_on_without_recall_and_the_load_finishes(
     client: aioredis.Redis,
 ) -> None:
@@ -92,19 +115,7 @@ async def test_a_search_past_its_budget_goes_on_without_recall_and_the_load_fini
     await _fill(index, tenant, user, ENTRIES)
     fresh = _index(client)
     registry = CollectorRegistry()
-    retriever = Retriever(
-        embedder=None,
-        index=fresh,
-        settings=RetrievalSettings(
-            min_score=0.0,
-            topic_similarity=0.99,
-            max_items=5,
-            timeout_seconds=0.001,
-            load_timeout_seconds=0.001,
-        ),
-        metrics=Metrics(registry=registry),
-        tracer=TracerProvider().get_tracer("test"),
-    )
+    retriever = keyword_retriever(fresh, search_budget=0.001, load_budget=0.001, registry=registry)
     key = ConversationKey(tenant, user, "c9")
     started = time.perf_counter()
     result = await retriever.retrieve(PreparedQuery("topic7", None), key, exclude=(), topic=None)
@@ -151,19 +162,8 @@ async def test_a_first_search_waits_for_the_load_within_its_own_budget(
     tenant, user = new_id("t"), new_id("u")
     await _fill(_index(client), tenant, user, ENTRIES)
     fresh = _index(client)  # a process that has not searched this user yet (a deploy)
-    retriever = Retriever(
-        embedder=None,
-        index=fresh,
-        settings=RetrievalSettings(
-            min_score=0.0,
-            topic_similarity=0.99,
-            max_items=5,
-            timeout_seconds=0.000_001,  # no search fits: only the load's budget can
-            load_timeout_seconds=30,
-        ),
-        metrics=Metrics(registry=CollectorRegistry()),
-        tracer=TracerProvider().get_tracer("test"),
-    )
+    # no search fits in a microsecond: only the load's budget can
+    retriever = keyword_retriever(fresh, search_budget=0.000_001, load_budget=30)
     key = ConversationKey(tenant, user, "c9")
     assert not fresh.loaded(tenant, user)
     first = await retriever.retrieve(PreparedQuery("topic7", None), key, exclude=(), topic=None)
