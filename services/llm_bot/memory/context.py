@@ -57,6 +57,7 @@ from llm_bot.memory.memory_block import (
 )
 from llm_bot.memory.memory_message import memory_message
 from llm_bot.memory.messages import ChatMessage, PromptMessage
+from llm_bot.memory.recall_budget import GROUP_OVERHEAD_TOKENS, LINE_OVERHEAD_TOKENS
 from llm_bot.memory.shortening import shorten_middle
 from llm_bot.memory.tokens import TokenCounter
 from llm_bot.memory.tool_rounds import canonical_tool_sequence
@@ -346,11 +347,11 @@ def _refill(asm: _Assembler, plan: _Plan, limit: int) -> _Plan:
     return replace(plan, refilled=frozenset(refilled))
 
 
-LINE_TOKENS = 3
+LINE_TOKENS = LINE_OVERHEAD_TOKENS + 1
 """What a line adds to the memory message besides its text (its JSON quotes, comma and
 line break), and one token more: the pieces at its edges may not merge as counted alone
 (a line put back, an episode within its share)."""
-GROUP_TOKENS = 5
+GROUP_TOKENS = GROUP_OVERHEAD_TOKENS + 1
 """What a recalled date's group adds besides its date (its key's quotes and colon, the
 brackets, line breaks), and one token more, as for ``LINE_TOKENS``."""
 

@@ -60,6 +60,7 @@ from typing import Literal
 
 from llm_bot.memory.long_term import LongTermBundle
 from llm_bot.memory.memory_message import quote_json
+from llm_bot.memory.recall_budget import UNDATED
 from llm_bot.memory.stored_text import sanitize
 from llm_bot.memory.topic import RecalledRecord
 
@@ -68,8 +69,6 @@ WEEKDAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 ItemKind = Literal["profile", "facts", "episodes", "events", "recalled"]
 MemoryDocument = dict[str, list[str] | str | dict[str, list[str]]]
 """Section name → its items (``summary``: one text; ``recalled``: date → its lines)."""
-UNDATED = "undated"
-"""The ``recalled`` group of items without a date."""
 
 
 @dataclass(frozen=True)
@@ -234,7 +233,6 @@ def recalled_group(date: str) -> str:
 
 
 __all__ = [
-    "UNDATED",
     "ItemKind",
     "MemoryDocument",
     "MemoryItem",

@@ -20,6 +20,8 @@ from llm_bot.memory.recall_items import SearchHit
 LINE_OVERHEAD_TOKENS = 2
 """What a line adds to the memory message besides its text: its JSON quotes, comma and
 line break."""
+UNDATED = "undated"
+"""The date group of recalled items without a date (``memory_block.recalled_group``)."""
 GROUP_OVERHEAD_TOKENS = 4
 """What a date's group adds besides its date: the key's quotes, the colon, the brackets and
 line breaks (``memory_block.by_group``)."""
@@ -40,7 +42,7 @@ def group_tokens(hit: SearchHit, count: Callable[[str], int]) -> int:
     """Tokens the group of the hit's date costs (``memory_block.recalled_group``), paid by
     the first of its lines: counted with a stand-in weekday (each is one token)."""
     date = hit.entry.date[:10]
-    return _counted(count, f"{date} Mon" if date else "undated") + GROUP_OVERHEAD_TOKENS
+    return _counted(count, f"{date} Mon" if date else UNDATED) + GROUP_OVERHEAD_TOKENS
 
 
 class RecalledCost:
@@ -119,6 +121,7 @@ __all__ = [
     "CANDIDATE_LIMIT",
     "GROUP_OVERHEAD_TOKENS",
     "LINE_OVERHEAD_TOKENS",
+    "UNDATED",
     "RecalledCost",
     "group_tokens",
     "line_tokens",
