@@ -176,3 +176,19 @@ def test_thai_sentences_end_at_the_spaces_between_thai_letters() -> None:
         "Is that ok?",
         "Yes.",
     ]
+
+
+def test_a_speaker_leads_only_text_of_its_own_script() -> None:
+    """A Latin label ("user") before a Thai sentence would pull the multilingual model's
+    vector away from what it says; a Thai name leads Thai text; an English text keeps its
+    Latin speaker; a Thai name before English text (unreadable to the English model) does
+    not lead it. Sentence by sentence as for the whole text."""
+    thai = "ขอถามอีกเรื่อง งบของฉันสำหรับเรื่องนี้คือ 300 บาทค่ะ"
+    (by_role,) = message_entries("c1", message(thai), indexed_at=1.0)
+    assert by_role.embedding_texts == (thai, "ขอถามอีกเรื่อง", "งบของฉันสำหรับเรื่องนี้คือ 300 บาทค่ะ")
+    (by_thai_name,) = message_entries("c1", message(thai, name="แอน"), indexed_at=1.0)
+    assert by_thai_name.embedding_text == f"แอน: {thai}"
+    (english,) = message_entries("c1", message("We went camping", name="แอน"), indexed_at=1.0)
+    assert english.embedding_text == "We went camping"
+    (latin,) = message_entries("c1", message("We went camping", name="Ann"), indexed_at=1.0)
+    assert latin.embedding_text == "Ann: We went camping"

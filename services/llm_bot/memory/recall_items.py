@@ -17,6 +17,7 @@ from llm_bot.memory.keyword_matching import is_filler
 from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.long_term import EpisodicSummary, NotableEvent, SemanticFact
 from llm_bot.memory.messages import ChatMessage
+from llm_bot.memory.scripts import mostly_latin
 
 EntryKind = Literal["message", "facts", "episodes", "events"]
 
@@ -75,7 +76,8 @@ class IndexEntry:
     @property
     def embedding_text(self) -> str:
         """What the embedding model reads: the speaker's name leads, as questions name
-        people ("What did Caroline paint?")."""
+        people ("What did Caroline paint?"), when it is written in the text's script
+        (:meth:`_spoken`)."""
         return self._spoken(self.text)
 
     @property
@@ -94,7 +96,15 @@ class IndexEntry:
         return (self.embedding_text, *(self._spoken(s) for s in sentences))
 
     def _spoken(self, text: str) -> str:
-        return f"{self.speaker}: {text}" if self.speaker else text
+        """``text`` with the speaker's name leading, unless the name is written in another
+        script than the text: a Latin label ("user", "assistant", "Ann") before a Thai
+        sentence pulls the multilingual model's vector away from what the sentence says
+        (the cosine of "what is my budget?" with "my budget for this is 300 baht", both in
+        Thai: 0.30 with "user: " leading, 0.44 without), and a Thai name is unreadable to
+        the English model. A question names a person in the script it is written in."""
+        if self.speaker and mostly_latin(self.speaker) == mostly_latin(text):
+            return f"{self.speaker}: {text}"
+        return text
 
 
 def _has_letters(text: str) -> bool:
