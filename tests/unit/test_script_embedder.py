@@ -65,6 +65,14 @@ async def test_an_english_question_is_embedded_across_for_thai_messages() -> Non
     assert not alone.any()
 
 
+def test_a_latin_speaker_label_pulls_a_thai_sentence_away_from_its_question() -> None:
+    """Why a Thai entry is embedded without its "user: " label
+    (``IndexEntry._spoken``): with it, a Thai question is much further from the Thai
+    sentence that answers it."""
+    question, bare, labelled = encode(["ว่าฉันชื่ออะไร", "อ้อ ฉันชื่อแอนนะคะ", "user: อ้อ ฉันชื่อแอนนะคะ"])
+    assert float(question @ bare) > float(question @ labelled) + 0.1
+
+
 @pytest.mark.parametrize(
     ("text", "readable"),
     [
