@@ -29,6 +29,12 @@ from tests.support.index_entries import entry
 COUNTER = TiktokenCounter()
 
 
+def half(vectors: np.ndarray) -> np.ndarray:
+    """``vectors`` rounded to half precision, as the snapshot keeps embeddings and rounds
+    the query (``hybrid_search._products``), then computed with in single precision."""
+    return np.asarray(vectors, dtype=np.float16).astype(np.float32)
+
+
 def snapshot(*texts: str) -> IndexSnapshot:
     index = IndexSnapshot()
     index.upsert((entry(f"e{n}", text), hashed_vector(text)) for n, text in enumerate(texts))
@@ -264,7 +270,7 @@ def test_an_entry_scores_the_best_cosine_of_its_sentences() -> None:
     whole = index.vector("e0")
     assert whole is not None
     assert float(whole @ sentence) < 0.9
-    assert index.dense_scores(sentence)[0] == pytest.approx(1.0)
+    assert index.dense_scores(sentence)[0] == pytest.approx(1.0, abs=1e-3)  # half precision
     hits = search(index, SearchQuery(vector=sentence, terms=[], min_score=0.99))
     assert [h.entry.text for h in hits] == [
         "We went camping. The kids watched the meteor shower all night."
@@ -297,7 +303,9 @@ def test_sentence_vectors_survive_replacement_and_compaction(
     probe /= np.linalg.norm(probe)
     scores = index.dense_scores(probe)
     for row, item in enumerate(index.entries):
-        assert scores[row] == pytest.approx(float((latest[item.id] @ probe).max()), abs=1e-5)
+        best = float((half(latest[item.id]) @ half(probe)).max())
+        assert scores[row] == pytest.approx(best, abs=1e-5)
+        assert scores[row] == pytest.approx(float((latest[item.id] @ probe).max()), abs=2e-3)
     assert index.weight == sum(len(v) for v in latest.values())
 
 
@@ -382,7 +390,7 @@ def block_rows(seed: int, kinds: list[int]) -> np.ndarray:
 def brute_force_best(vectors: np.ndarray, probe: np.ndarray) -> float:
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     unit = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
-    return float((unit @ (probe / np.linalg.norm(probe))).max())
+    return float((half(unit) @ half(probe / np.linalg.norm(probe))).max())
 
 
 @settings(max_examples=80, deadline=None)
@@ -428,7 +436,7 @@ def test_embeddings_kept_by_block_score_as_the_whole_rows_would(
         own = index.vector(item.id)
         assert own is not None
         norm = np.linalg.norm(rows[0])
-        assert own == pytest.approx(rows[0] / norm if norm else rows[0], abs=1e-6)
+        assert own == pytest.approx(half(rows[0] / norm if norm else rows[0]), abs=1e-6)
     assert index.weight == sum(len(v) for v in latest.values())
 
 
@@ -491,3 +499,26 @@ def test_rows_of_one_model_keep_their_block_beside_rows_that_span_both() -> None
     index.upsert([(entry("en", "cats"), block_rows(3, [0])), (entry("edge", "dogs"), edge)])
     blocks = index._embeddings._blocks
     assert {k: b.live for k, b in blocks.items()} == {(0, 8): 1, (0, 3): 3, (3, 8): 1}
+
+
+def test_own_embeddings_are_gathered_by_block_in_single_precision() -> None:
+    """The collapse's embeddings: each entry's own, as its block keeps it (half precision,
+    as Redis stores it), returned in single precision with the block's first column; an
+    entry whose own embedding is zero gets an empty vector."""
+    index = IndexSnapshot(dimension=8)
+    rows = {
+        "en": block_rows(1, [0, 0]),
+        "th": block_rows(2, [1]),
+        "mixed": block_rows(3, [2, 0, 1]),
+        "none": block_rows(4, [3, 0]),
+    }
+    index.upsert((entry(key, key), value) for key, value in rows.items())
+    ids = [e.id for e in index.entries]
+    gathered = index.own_vectors([ids.index(k) for k in ("th", "none", "en", "mixed", "th")])
+    assert [start for _, start in gathered] == [3, 0, 0, 0, 3]
+    assert gathered[1][0].size == 0
+    for (vector, start), key in zip(gathered, ("th", "none", "en", "mixed", "th"), strict=True):
+        assert vector.dtype == np.float32
+        own = rows[key][0] / (np.linalg.norm(rows[key][0]) or 1.0)
+        assert vector == pytest.approx(half(own)[start : start + vector.size], abs=1e-7)
+    assert all(b.matrix.dtype == np.float16 for b in index._embeddings._blocks.values())

@@ -52,6 +52,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 
+import numkong
 import numpy as np
 import numpy.typing as npt
 
@@ -62,6 +63,7 @@ from llm_bot.memory.recall_items import IndexEntry, SearchHit
 from llm_bot.memory.time_expressions import Period, mentions_time
 
 Vector = npt.NDArray[np.float32]
+HalfVectors = npt.NDArray[np.float16]
 
 BM25_K1 = 1.2
 BM25_B = 0.75
@@ -319,10 +321,11 @@ class IndexSnapshot:
         whole[start : start + part.size] = part
         return whole
 
-    def own_vector(self, row: int) -> tuple[Vector, int]:
-        """The own embedding of the entry at ``row`` as its block holds it (a view, no
-        copy), and the column it starts at; empty when it is zero."""
-        return self._embeddings.own(row)
+    def own_vectors(self, rows: Sequence[int]) -> list[tuple[Vector, int]]:
+        """The own embedding of the entry at each of ``rows`` within its block, in single
+        precision, and the column it starts at (empty when it is zero): what the collapse
+        compares (``collapse``), gathered by block in one copy each."""
+        return self._embeddings.own_many(rows)
 
 
 _Array = typing.TypeVar("_Array", bound=np.ndarray)
@@ -345,7 +348,8 @@ class _Embeddings:
     for other scripts) is stored at that width in the block's own matrix. A query reads only
     the blocks its own non-zero columns reach, each as one contiguous matrix (an English
     query: the English rows, 384 columns wide), and the copy holds no zeros. Zero rows are
-    counted, not stored (their cosine is 0: ``IndexSnapshot._floor``)."""
+    counted, not stored (their cosine is 0: ``IndexSnapshot._floor``). Values are kept in
+    half precision, as the index stores them (``_products``)."""
 
     def __init__(self, dimension: int) -> None:
         self.dimension = dimension
@@ -405,6 +409,7 @@ class _Embeddings:
         not all zeros); -inf where it has no non-zero embedding. The rows of a block the
         query does not reach score 0 without a product."""
         reach = support(query)
+        half = query.astype(np.float16)
         pooled = np.full(count + 1, -np.inf, dtype=np.float32)  # orphans (owner -1) land last
         for block in self._blocks.values():
             if block.live == 0:
@@ -415,20 +420,38 @@ class _Embeddings:
                 pooled[owners] = np.maximum(pooled[owners], np.float32(0))
                 continue
             columns = slice(low - block.start, high - block.start)
-            products = block.matrix[: block.filled, columns] @ query[low:high]
+            products = _products(block.matrix[: block.filled, columns], half[low:high])
             # An entry's rows in a block are one run, so its best is its run's maximum and
             # no owner but -1 repeats: a plain assignment (``np.maximum.at``: 2x the time).
             pooled[owners] = np.maximum(pooled[owners], np.maximum.reduceat(products, starts))
         return pooled[:-1]
 
-    def own(self, entry_row: int) -> tuple[Vector, int]:
-        """The entry's own embedding within its block, and the block's first column (an
-        empty vector when it is zero)."""
+    def own(self, entry_row: int) -> tuple[HalfVectors, int]:
+        """The entry's own embedding within its block (a view, in half precision), and the
+        block's first column (an empty vector when it is zero)."""
         key = self._own.get(entry_row)
         if key is None:
-            return np.zeros(0, dtype=np.float32), 0
+            return np.zeros(0, dtype=np.float16), 0
         block = self._blocks[key]
         return block.matrix[self._of[entry_row][key].start], block.start
+
+    def own_many(self, entry_rows: Sequence[int]) -> list[tuple[Vector, int]]:
+        """``own`` of each of ``entry_rows`` in single precision, gathered from each block
+        at once (a row of its block's matrix each: an empty vector when it is zero)."""
+        found: list[tuple[Vector, int]] = [(_EMPTY, 0)] * len(entry_rows)
+        wanted: dict[Columns, tuple[list[int], list[int]]] = {}
+        for position, entry_row in enumerate(entry_rows):
+            key = self._own.get(entry_row)
+            if key is not None:
+                places, rows = wanted.setdefault(key, ([], []))
+                places.append(position)
+                rows.append(self._of[entry_row][key].start)
+        for key, (places, rows) in wanted.items():
+            block = self._blocks[key]
+            gathered = block.matrix[rows].astype(np.float32)
+            for place, vector in zip(places, gathered, strict=True):
+                found[place] = (vector, block.start)
+        return found
 
     def _block_of(self, columns: Columns | None) -> Columns | None:
         """The block for a row with values in ``columns``: its own, or one that holds them
@@ -452,6 +475,9 @@ class _Embeddings:
             self._of[owner][(block.start, block.stop)] = span
 
 
+_EMPTY: Vector = np.zeros(0, dtype=np.float32)
+
+
 def _nonzero_columns(vectors: Vector) -> list[Columns | None]:
     """Each row's columns from its first to its last non-zero value (None: all zero)."""
     nonzero = vectors != 0
@@ -465,12 +491,13 @@ def _nonzero_columns(vectors: Vector) -> list[Columns | None]:
 
 class _Block:
     """The rows of one block of columns, at that width, each with the entry row it belongs
-    to. Replaced rows are orphaned (owner -1) and compacted away once they are the majority,
-    so an append never copies the whole matrix."""
+    to, in half precision (``_products``). Replaced rows are orphaned (owner -1) and
+    compacted away once they are the majority, so an append never copies the whole
+    matrix."""
 
     def __init__(self, columns: Columns) -> None:
         self.start, self.stop = columns
-        self.matrix: Vector = np.zeros((0, self.stop - self.start), dtype=np.float32)
+        self.matrix: HalfVectors = np.zeros((0, self.stop - self.start), dtype=np.float16)
         self.owner: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self.filled = 0
         self.live = 0
@@ -490,7 +517,7 @@ class _Block:
         start, end = self.filled, self.filled + len(vectors)
         if end > self.matrix.shape[0]:
             size = max(end, 2 * self.matrix.shape[0], 64)
-            matrix = np.zeros((size, self.matrix.shape[1]), dtype=np.float32)
+            matrix = np.zeros((size, self.matrix.shape[1]), dtype=np.float16)
             matrix[:start] = self.matrix[:start]
             self.matrix = matrix
             owner = np.full(size, -1, dtype=np.int64)
@@ -517,6 +544,19 @@ class _Block:
             span = spans.get(owner)
             spans[owner] = range(span.start if span else position, position + 1)
         return spans
+
+
+def _products(rows: HalfVectors, query: HalfVectors) -> Vector:
+    """The dot product of each of ``rows`` with ``query``, both in half precision, summed
+    in single precision (NumKong's SIMD kernels: numpy has none for half precision).
+
+    Half precision is what the index stores (``redis_recall_index._pack``), so the copy
+    loses nothing by keeping it, and it halves what a search reads: at 10,000 entries
+    (34,050 embeddings of 384 values) 26 MB instead of 52, under this machine's 32 MB
+    cache, where the single-precision matrix pushed everything else out of it (the query's
+    model, the entries the collapse reads next). The query rounded to half precision moves
+    a cosine by ~1e-4 (docs/benchmarks.md)."""
+    return np.asarray(numkong.inner(query, rows, out_dtype="float32"), dtype=np.float32)
 
 
 def support(query: Vector) -> slice:
@@ -837,17 +877,22 @@ def search(snapshot: IndexSnapshot, query: SearchQuery) -> list[SearchHit]:
             fuse(part_rankings + part_by_time, (found_cosines(part_dense, part), part_keyword))
         )
         dense, keyword = np.maximum(dense, part_dense), np.maximum(keyword, part_keyword)
+    ranked = best_of(fused, (found_cosines(dense, query), keyword))
+    rows = [row for row, _ in ranked]
+    own = snapshot.own_vectors(rows)
     return collapse(
         (
             Candidate(
                 snapshot.entries[row],
                 score,
-                float(dense[row]),
-                float(keyword[row]),
-                *snapshot.own_vector(row),
+                cosine,
+                bm25_score,
+                *vector,
                 vector_space=snapshot.dimension,
             )
-            for row, score in best_of(fused, (found_cosines(dense, query), keyword))
+            for (row, score), cosine, bm25_score, vector in zip(
+                ranked, dense[rows].tolist(), keyword[rows].tolist(), own, strict=True
+            )
         ),
         query,
     )
