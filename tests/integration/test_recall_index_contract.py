@@ -351,6 +351,30 @@ async def test_a_first_person_question_ranks_the_askers_words_first(idx: Index) 
         assert ranked(hits) == ranked(search(reference, asked))
 
 
+async def test_the_words_the_best_entries_share_find_an_entry_without_the_querys(
+    idx: Index,
+) -> None:
+    """Relevance feedback: the message about the puppy's shots says neither "new" nor
+    "puppy", but "Biscuit", which the entries the question finds share; it is found, the
+    unrelated entries are not, and every index ranks as ``hybrid_search.search``, dense on
+    or off (the speakers' names are not such words: everyone here is Caroline)."""
+    shots = entry("m|c1|e42", "The vet says Biscuit needs his shots next week")
+    corpus = [
+        entry("m|c1|e40", "Our new puppy is called Biscuit"),
+        entry("m|c1|e41", "Biscuit the puppy chewed every shoe in the flat"),
+        shots,
+        entry("m|c1|e43", "My sister plays the violin", speaker="Melanie"),
+        entry("m|c1|e44", "The train was late again this morning"),
+    ]
+    reference = await put_with_reference(idx, corpus)
+    assert set(shots.terms).isdisjoint(keyword_terms("How is the new puppy?"))
+    for vector in (None, hashed_vector("How is the new puppy?")):
+        asked = query("How is the new puppy?", vector=vector, min_score=0.9)
+        hits = await idx.index.search(idx.tenant, idx.user, asked, model=MODEL)
+        assert [h.entry.id for h in hits] == ["m|c1|e40", "m|c1|e41", "m|c1|e42"]
+        assert ranked(hits) == ranked(search(reference, asked))
+
+
 CAMPING = entry(
     "m|c3|e30",
     "We went camping by the lake. The kids watched the meteor shower all night. Then it rained.",

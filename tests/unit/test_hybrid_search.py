@@ -10,9 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llm_bot.memory.hybrid_search import (
+    FEEDBACK_TERMS,
     IndexSnapshot,
     SearchQuery,
     bm25_scores,
+    feedback_asked,
+    feedback_terms,
     fuse,
     named_speakers,
     query_speakers,
@@ -338,9 +341,9 @@ WORDS = ("cat", "dog", "garden", "tea", "bike", "moon", "river", "piano")
 def test_removals_leave_what_a_fresh_build_of_the_rest_holds(
     steps: list[tuple[bool, int, int, list[str]]],
 ) -> None:
-    """After any mix of writes and removals, every remaining entry scores (dense with its
-    sentences, BM25) exactly as in a snapshot built from scratch of the remaining entries;
-    removed ones are gone, the weight counts what remains, and each source's rows (entries
+    """After any mix of writes, removals and searches, every remaining entry scores
+    (dense with its sentences, BM25) exactly as in a snapshot built from scratch of the
+    remaining entries; removed ones are gone, the weight counts what remains, and each source's rows (entries
     of one message move, are replaced, change source) are found by its id."""
     index = IndexSnapshot(dimension=8)
     latest: dict[str, tuple[IndexEntry, np.ndarray]] = {}
@@ -355,13 +358,14 @@ def test_removals_leave_what_a_fresh_build_of_the_rest_holds(
         item = entry(entry_id, " ".join(words), source=f"m{(key + len(words)) % 4}")
         index.upsert([(item, vectors)])
         latest[entry_id] = (item, vectors)
+        index.keyword_scores([words[0]])  # postings read between writes (kept as arrays)
     for source in ("m0", "m1", "m2", "m3"):  # a window's exclusion finds every entry of it
         found = sorted(index.rows_of([source]))
         assert found == [r for r, e in enumerate(index.entries) if e.source_id == source]
     fresh = IndexSnapshot(dimension=8)
     fresh.upsert(latest.values())
     probe = np.random.default_rng(3).normal(size=8).astype(np.float32)
-    terms = ["cat", "garden", "piano"]
+    terms = list(WORDS)
     assert {e.id for e in index.entries} == set(latest)
     assert index.weight == fresh.weight
     dense = dict(zip((e.id for e in index.entries), index.dense_scores(probe), strict=True))
@@ -522,3 +526,32 @@ def test_own_embeddings_are_gathered_by_block_in_single_precision() -> None:
         own = rows[key][0] / (np.linalg.norm(rows[key][0]) or 1.0)
         assert vector == pytest.approx(half(own)[start : start + vector.size], abs=1e-7)
     assert all(b.matrix.dtype == np.float16 for b in index._embeddings._blocks.values())
+
+
+def test_feedback_adds_the_words_the_best_entries_share_rarest_first() -> None:
+    """Relevance feedback's words: held by two or more of the first entries, not asked,
+    weighted by how many hold them times their IDF (a word most entries hold weighs
+    little), ties in alphabetical order, at most ``FEEDBACK_TERMS``."""
+    documents = [
+        ["biscuit", "puppy", "vet", "the"],
+        ["biscuit", "puppy", "shoe", "the"],
+        ["vet", "shot", "the", "biscuit"],
+        ["violin"],
+    ]
+    frequency = {"biscuit": 3, "vet": 2, "the": 90, "puppy": 2, "shoe": 1, "shot": 1}
+    assert feedback_terms(documents, {"puppy"}, frequency, 100) == ["biscuit", "vet", "the"]
+    assert feedback_terms(documents, {"puppy", "biscuit"}, frequency, 100) == ["vet", "the"]
+    assert feedback_terms(documents[3:], set(), frequency, 100) == []  # none shared
+    many = [[f"w{n}" for n in range(30)]] * 2
+    assert (
+        feedback_terms(many, set(), {}, 100) == sorted(f"w{n}" for n in range(30))[:FEEDBACK_TERMS]
+    )
+
+
+def test_feedback_does_not_add_the_speakers_names() -> None:
+    """An entry's terms lead with its speaker's name: feedback leaves the names of the
+    entries' speakers out, as it leaves out the query's own words."""
+    asked = feedback_asked(
+        SearchQuery(vector=None, terms=["puppi"]), ["Caroline", "user", "Caroline"]
+    )
+    assert asked == {"puppi", *keyword_terms("Caroline"), *keyword_terms("user")}

@@ -72,7 +72,9 @@ def test_an_entry_dated_in_the_named_period_rises() -> None:
     untimed = [h.entry.id for h in search(index, query_for(text, timed=False, limit=9))]
     timed = [h.entry.id for h in search(index, query_for(text, limit=9))]
     assert untimed.index("week") == len(untimed) - 1
-    assert timed.index("week") <= len(timed) // 2
+    # above the dinners the time ranking does not find; relevance feedback's ranking (the
+    # words the dinners share) keeps the dinners that match the words first
+    assert timed.index("week") < untimed.index("week") - 1
 
 
 def test_thai_periods_rank_the_same_way() -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
@@ -56,6 +57,8 @@ from llm_bot.config import RedisConfig, RetrievalConfig
 from llm_bot.errors import ErasedMeanwhile, IndexModelMismatch, MemoryUnavailable
 from llm_bot.memory.hybrid_search import (
     CANDIDATES_PER_RANKING,
+    FEEDBACK_ENTRIES,
+    FEEDBACK_WEIGHT,
     Candidate,
     SearchQuery,
     Vector,
@@ -63,6 +66,8 @@ from llm_bot.memory.hybrid_search import (
     bm25_scores,
     collapse_within,
     days_within,
+    feedback_asked,
+    feedback_terms,
     found_cosines,
     fuse,
     query_speakers,
@@ -214,7 +219,7 @@ class QdrantRecallIndex:
     ) -> list[SearchHit]:
         vector = None if query.vector is None else unit(query.vector)
         sized = vector if vector is not None and vector.size == size else None
-        dense_hits, within, (by_keyword, fields, by_part_keyword) = await asyncio.gather(
+        dense_hits, within, (by_keyword, fields, by_part_keyword, sizes) = await asyncio.gather(
             self._dense(tenant_id, user_id, query, model, sized),
             self._dense_within(tenant_id, user_id, query, model, sized),
             self._keyword(tenant_id, user_id, query),
@@ -248,8 +253,14 @@ class QdrantRecallIndex:
             fields=fields,
             keyword=keyword,
         )
-        # the message's rankings fused, then each question's, the best score of each kept
-        fused = [fuse(rankings, (found_cosines(dense, query), keyword))]
+        # the message's rankings fused (with relevance feedback's), then each question's,
+        # the best score of each kept
+        fused = [
+            await self._fused_with_feedback(
+                tenant_id, user_id, query, rankings, (dense, keyword),
+                ids=ids, fields=fields, sizes=sizes,
+            )
+        ]  # fmt: skip
         part_probes: list[Vector] = []  # the questions' unit embeddings, when compared
         for asked, part_keyword in zip(query.parts, by_part_keyword, strict=True):
             # dense off, or the user's vectors another model's: the parts by keywords too
@@ -277,6 +288,8 @@ class QdrantRecallIndex:
             dense, keyword, found = _best_by_row(
                 (dense, keyword, found), (part_dense, part_words, part_found)
             )
+        grown = (0, len(ids) - len(dense))  # the points only feedback's words brought
+        dense, keyword, found = np.pad(dense, grown), np.pad(keyword, grown), np.pad(found, grown)
         merged = best_of(fused, (found_cosines(dense, query), keyword))
         details: Details = {}
 
@@ -445,26 +458,108 @@ class QdrantRecallIndex:
             )
         return response.points
 
+    async def _fused_with_feedback(
+        self,
+        tenant_id: str,
+        user_id: str,
+        query: SearchQuery,
+        rankings: list[list[int]],
+        scores: tuple[Vector, Vector],
+        *,
+        ids: list[str],
+        fields: dict[str, dict[str, Any]],
+        sizes: tuple[int, float],
+    ) -> list[tuple[int, float]]:
+        """The message's ``rankings`` fused, and fused again with relevance feedback's
+        ranking when it adds words (``_feedback``, which may grow ``ids``); ``scores``: the
+        dense and keyword scores by row, ties' tie-breakers."""
+        dense, keyword = scores
+        fused = fuse(rankings, (found_cosines(dense, query), keyword))
+        feedback = await self._feedback(
+            tenant_id, user_id, query, [ids[row] for row, _ in fused[:FEEDBACK_ENTRIES]],
+            ids=ids, fields=fields, keyword=keyword, sizes=sizes,
+        )  # fmt: skip
+        if feedback is None:
+            return fused
+        grown = (0, len(ids) - len(dense))
+        dense, keyword = np.pad(dense, grown), np.pad(keyword, grown)
+        return fuse([*rankings, feedback], (found_cosines(dense, query), keyword))
+
+    async def _feedback(
+        self,
+        tenant_id: str,
+        user_id: str,
+        query: SearchQuery,
+        top: list[str],
+        *,
+        ids: list[str],
+        fields: dict[str, dict[str, Any]],
+        keyword: Vector,
+        sizes: tuple[int, float],
+    ) -> list[int] | None:
+        """Relevance feedback's ranking, as ``hybrid_search.feedback_ranking`` makes it:
+        the words the ``top`` points share (``feedback_terms``: their terms fetched when
+        the keywords did not fetch them, the frequencies from every point holding one of
+        the words it may choose), ranked by BM25 with the query's (``keyword``, by row of
+        ``ids``), points only those words reach appended to ``ids``; None when no word is
+        added."""
+        missing = [point for point in top if point not in fields]
+        if missing:
+            records = await self._points.scroll(
+                of_user(tenant_id, user_id, has_id(missing)), fields=["terms", "speaker"]
+            )
+            fields = {**fields, **{str(r.id): r.payload or {} for r in records}}
+        documents = [fields[p]["terms"] for p in top if p in fields]
+        asked = feedback_asked(query, (fields[p]["speaker"] for p in top if p in fields))
+        shared = Counter(t for terms in documents for t in set(terms) if t not in asked)
+        wanted = sorted(t for t, n in shared.items() if n >= 2)
+        if not wanted:
+            return None
+        holders = await self._points.scroll(
+            of_user(tenant_id, user_id, field_in("terms", wanted)), fields=["terms", "source_id"]
+        )
+        held = [r.payload or {} for r in holders]
+        asked_for = set(wanted)
+        frequency = Counter(t for f in held for t in set(f["terms"]) if t in asked_for)
+        count, average = sizes
+        terms = feedback_terms(documents, asked, frequency, count)
+        if not terms:
+            return None
+        scores = bm25_scores([f["terms"] for f in held], terms, count=count, average=average)
+        row_of = {point: row for row, point in enumerate(ids)}
+        added = np.zeros(len(ids), dtype=np.float32)
+        for record, fielded, score in zip(holders, held, scores, strict=True):
+            if score > 0 and fielded["source_id"] not in query.exclude:
+                point = str(record.id)
+                if point not in row_of:
+                    row_of[point] = len(ids)
+                    ids.append(point)
+                    added = np.pad(added, (0, 1))
+                added[row_of[point]] = score
+        combined = np.pad(keyword, (0, len(ids) - len(keyword))) + FEEDBACK_WEIGHT * added
+        return rank(combined, combined > 0, CANDIDATES_PER_RANKING)
+
     async def _keyword(
         self, tenant_id: str, user_id: str, query: SearchQuery
-    ) -> tuple[dict[str, float], dict[str, dict[str, Any]], list[dict[str, float]]]:
+    ) -> tuple[
+        dict[str, float], dict[str, dict[str, Any]], list[dict[str, float]], tuple[int, float]
+    ]:
         """BM25 of the user's points holding a query term (0 for excluded sources), by point
         id, with the user's entry count and average length; those points' payload fields
-        that ranking reads (speaker, model, day, dating), by point id; and the same BM25
-        for each of the query's parts (their terms are fetched with the message's)."""
+        that ranking reads (speaker, model, day, dating), by point id; the same BM25 for
+        each of the query's parts (their terms are fetched with the message's); and the
+        entry count and average length."""
         terms = list(dict.fromkeys([*query.terms, *(t for p in query.parts for t in p.terms)]))
-        if not terms:
-            return {}, {}, [{} for _ in query.parts]
         user = of_user(tenant_id, user_id)
-        holders, lengths = await asyncio.gather(
+        if not terms:
+            return {}, {}, [{} for _ in query.parts], await self._sizes(user)
+        holders, (count, average) = await asyncio.gather(
             self._points.scroll(
                 of_user(tenant_id, user_id, field_in("terms", terms)),
                 fields=["terms", "source_id", "model", "speaker", "day", "dating"],
             ),
-            self._client.facet(self._name, "doc_length", user, _FACET_LIMIT, exact=True),
+            self._sizes(user),
         )
-        count = sum(hit.count for hit in lengths.hits)
-        average = sum(int(hit.value) * hit.count for hit in lengths.hits) / (count or 1)
         fields = [r.payload or {} for r in holders]
         documents = [f["terms"] for f in fields]
 
@@ -482,7 +577,14 @@ class QdrantRecallIndex:
             scored(query.terms),
             {str(r.id): f for r, f in zip(holders, fields, strict=True)},
             [scored(part.terms) for part in query.parts],
+            (count, average),
         )
+
+    async def _sizes(self, user: qm.Filter) -> tuple[int, float]:
+        """The user's entry count and their average length in terms (BM25's)."""
+        lengths = await self._client.facet(self._name, "doc_length", user, _FACET_LIMIT, exact=True)
+        count = sum(hit.count for hit in lengths.hits)
+        return count, sum(int(hit.value) * hit.count for hit in lengths.hits) / (count or 1)
 
     async def _details(
         self, tenant_id: str, user_id: str, ids: list[str], vectors: bool
