@@ -67,6 +67,7 @@ from llm_bot.memory.hybrid_search import (
     collapse_within,
     days_within,
     feedback_asked,
+    feedback_candidates,
     feedback_terms,
     found_cosines,
     fuse,
@@ -511,31 +512,32 @@ class QdrantRecallIndex:
             fields = {**fields, **{str(r.id): r.payload or {} for r in records}}
         documents = [fields[p]["terms"] for p in top if p in fields]
         asked = feedback_asked(query, (fields[p]["speaker"] for p in top if p in fields))
-        shared = Counter(t for terms in documents for t in set(terms) if t not in asked)
-        wanted = sorted(t for t, n in shared.items() if n >= 2)
+        wanted = feedback_candidates(documents, asked)
         if not wanted:
             return None
         holders = await self._points.scroll(
-            of_user(tenant_id, user_id, field_in("terms", wanted)), fields=["terms", "source_id"]
+            of_user(tenant_id, user_id, field_in("terms", sorted(wanted))),
+            fields=["terms", "source_id"],
         )
         held = [r.payload or {} for r in holders]
-        asked_for = set(wanted)
-        frequency = Counter(t for f in held for t in set(f["terms"]) if t in asked_for)
+        frequency = Counter(t for f in held for t in set(f["terms"]) if t in wanted)
         count, average = sizes
         terms = feedback_terms(documents, asked, frequency, count)
         if not terms:
             return None
         scores = bm25_scores([f["terms"] for f in held], terms, count=count, average=average)
         row_of = {point: row for row, point in enumerate(ids)}
+        by_point = {
+            str(record.id): float(score)
+            for record, fielded, score in zip(holders, held, scores, strict=True)
+            if score > 0 and fielded["source_id"] not in query.exclude
+        }
+        for point in by_point:  # the points only the added words reach join the rows
+            if point not in row_of:
+                row_of[point] = len(ids)
+                ids.append(point)
         added = np.zeros(len(ids), dtype=np.float32)
-        for record, fielded, score in zip(holders, held, scores, strict=True):
-            if score > 0 and fielded["source_id"] not in query.exclude:
-                point = str(record.id)
-                if point not in row_of:
-                    row_of[point] = len(ids)
-                    ids.append(point)
-                    added = np.pad(added, (0, 1))
-                added[row_of[point]] = score
+        added[[row_of[point] for point in by_point]] = list(by_point.values())
         combined = np.pad(keyword, (0, len(ids) - len(keyword))) + FEEDBACK_WEIGHT * added
         return rank(combined, combined > 0, CANDIDATES_PER_RANKING)
 

@@ -34,8 +34,8 @@ landlord). Measured on both development sets (docs/benchmarks.md): LoCoMo simula
 0.813 / 0.891 / 0.929 -> 0.830 / 0.905 / 0.944 at 1,000 / 2,000 / 4,000 tokens, multi-hop
 most (0.715 -> 0.744 at 2,000); LongMemEval unchanged. The rankings are fused by
 reciprocal rank fusion (``1 / (60 + rank)`` summed over the rankings that found the entry;
-Cormack et al. 2009), which needs no calibration between a cosine and a BM25 score. The fused score is scaled to [0, 1] (1
-= first in every ranking). A message that asks several questions has each question's
+Cormack et al. 2009), which needs no calibration between a cosine and a BM25 score. The
+fused score is scaled to [0, 1] (1 = first in every ranking). A message that asks several questions has each question's
 rankings fused apart, an entry keeping its best fused score over the message and its
 questions (``best_of``).
 Entries whose ``source_id`` is excluded (already in the window) never appear; an entry
@@ -44,8 +44,9 @@ collapses into it.
 
 An index that ranks elsewhere (a vector engine's dense search, ``qdrant_recall_index.py``)
 reuses the pieces: :func:`bm25_scores`, :func:`query_speakers`, :func:`speaker_ranking`,
-:func:`feedback_asked`, :func:`feedback_terms`, :func:`rank`, :func:`fuse`, :func:`found_cosines`, :func:`best_of`
-and :func:`collapse`, so every index fuses the same way.
+:func:`feedback_asked`, :func:`feedback_candidates`, :func:`feedback_terms`, :func:`rank`,
+:func:`fuse`, :func:`found_cosines`, :func:`best_of` and :func:`collapse`, so every index
+fuses the same way.
 """
 
 from __future__ import annotations
@@ -620,7 +621,7 @@ def _products(rows: HalfVectors, query: HalfVectors) -> Vector:
     (34,050 embeddings of 384 values) 26 MB instead of 52, under this machine's 32 MB
     cache, where the single-precision matrix pushed everything else out of it (the query's
     model, the entries the collapse reads next). The query rounded to half precision moves
-    a cosine by ~1e-4 (docs/benchmarks.md)."""
+    a cosine by ~2e-4 at most (docs/benchmarks.md)."""
     return np.asarray(numkong.inner(query, rows, out_dtype="float32"), dtype=np.float32)
 
 
@@ -667,9 +668,16 @@ def feedback_terms(
     alphabetical order). The expansion of RM3 (Lavrenko & Croft 2001; Abdul-Jaleel et al.
     2004) with each document weighted alike: a word the best entries share is the topic's;
     a word of one entry alone is that entry's."""
-    held = Counter(term for document in documents for term in set(document) if term not in asked)
-    weight = {term: n * idf(frequency.get(term, 0), count) for term, n in held.items() if n >= 2}
+    held = feedback_candidates(documents, asked)
+    weight = {term: n * idf(frequency.get(term, 0), count) for term, n in held.items()}
     return sorted(weight, key=lambda term: (-weight[term], term))[:FEEDBACK_TERMS]
+
+
+def feedback_candidates(documents: Iterable[Sequence[str]], asked: Collection[str]) -> Counter[str]:
+    """The words relevance feedback may add (``feedback_terms``): those not ``asked``
+    that two or more of ``documents`` hold, with how many hold each."""
+    held = Counter(term for document in documents for term in set(document) if term not in asked)
+    return Counter({term: n for term, n in held.items() if n >= 2})
 
 
 def bm25_scores(
