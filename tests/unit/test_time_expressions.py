@@ -114,6 +114,10 @@ def test_several_expressions_give_several_periods() -> None:
         ("So when was that?", True),
         ("What time do I wake up on Saturdays?", True),
         ("ตื่นกี่โมง", True),
+        ("How long has Melanie been practicing art?", True),
+        ("How long did it take to open the studio?", True),
+        ("เรียนเปียโนมานานแค่ไหน", True),
+        ("อยู่ที่นี่มานานเท่าไหร่แล้ว", True),
         ("What did Caroline paint?", False),
         ("How old was I when Alex was born?", False),
         ("What do I do when it rains?", False),
@@ -137,7 +141,31 @@ def test_asks_when(text: str, *, expected: bool) -> None:
         "I wake up at 7:30 on weekdays.",
         "The shop opens at 9 am.",
         "ตื่นตอน 6 โมงเช้า",
+        "I've known these friends for 4 years.",
+        "Been painting for seven years now!",
+        "We've been married 5 years already.",
+        "Since I was 17 or so.",
+        "Since I was a kid I loved dogs.",
+        "We trained for a few weeks before the race.",
+        "I've wanted this for years.",
+        "เรารู้จักกันมาสามปีแล้ว",
+        "เรียนมา 2 เดือน",
     ],
 )
 def test_a_message_that_can_date_an_event_mentions_time(text: str) -> None:
+    """Dates and durations: what answers "when?" and "how long?"."""
     assert mentions_time(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Have a good day!",
+        "I have two kids and a dog.",
+        "That was a great year for music, honestly.",
+        "Since you asked: the blue one.",
+        "ฉันชอบกินผัดไทย",
+    ],
+)
+def test_a_message_that_says_no_time_does_not_mention_it(text: str) -> None:
+    assert not mentions_time(text)

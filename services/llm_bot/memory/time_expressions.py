@@ -14,10 +14,12 @@ Why rules and not ``dateparser``: measured 2026-11-25 (dateparser 1.5.0), its
 none), returns instants rather than periods ("in May 2022" → 30 May 2022) and costs 2-5 ms
 per message on the reply path; the forms here are the common ones and cost ~0.05 ms.
 
-:func:`asks_when` tells a question about when something happened ("When did ...?", "What
-time ...", "How many days before ...", "เมื่อไหร่"; not "how old was I when ..."): what
-answers it is a message that can date the event, one that says when (:func:`mentions_time`:
-a date, a weekday, "yesterday", a clock time) besides the date it was written.
+:func:`asks_when` tells a question about when something happened or for how long ("When
+did ...?", "What time ...", "How many days before ...", "How long has ...?", "เมื่อไหร่",
+"นานแค่ไหน"; not "how old was I when ..."): what answers it is a message that can date the
+event or measure it, one that says when or how long (:func:`mentions_time`: a date, a
+weekday, "yesterday", a clock time, "for 4 years", "since I was 17") besides the date it
+was written.
 """
 
 from __future__ import annotations
@@ -143,16 +145,23 @@ _DAY_WORDS = {
 _DAY_WORD = re.compile(rf"(?<![a-z])({_alternatives(_DAY_WORDS)})(?![a-z])", re.IGNORECASE)
 _WHEN = re.compile(
     r"(?:^|[.?!,;:]\s*)(?:and |so |but )?when\b"  # "When did ...?", not "how old was I when"
-    r"|\b(?:what|which) (?:date|day|time|year|month)\b|\bhow long ago\b|\bsince when\b"
+    r"|\b(?:what|which) (?:date|day|time|year|month)\b|\bhow long\b|\bsince when\b"
     r"|\bhow many (?:days|weeks|months|years)\b(?! (?:a|per|each|every)\b)"
-    r"|เมื่อไหร่|เมื่อไร|ตอนไหน|วันไหน|วันที่เท่าไ|ปีไหน|เดือนไหน|นานแค่ไหนแล้ว|กี่โมง",
+    r"|เมื่อไหร่|เมื่อไร|ตอนไหน|วันไหน|วันที่เท่าไ|ปีไหน|เดือนไหน|นานแค่ไหน|นานเท่าไ|กี่โมง",
     re.IGNORECASE,
 )
+_COUNTED = _alternatives(n for n, value in NUMBERS.items() if value > 1)
+"""Numbers a span is counted in: "two days" measures time, "a day" may not ("have a good
+day")."""
+_DURATION = re.compile(
+    rf"(?<![A-Za-z0-9])(?:\d{{1,3}}|{_COUNTED})\s*(?:{_UNIT})(?![a-z])"
+    r"|\bfor (?:years|months|weeks|ages|a while|a long time)\b"
+    r"|\bsince (?:i|we|he|she|they) (?:was|were)\b",
+    re.IGNORECASE,
+)
+_FORMS = (_ISO, _DAY_MONTH, _MONTH_DAY, _AGO, _LAST_UNIT, _WEEKDAY_MENTION, _DAY_WORD, _DURATION)
 _ANY_TIME = re.compile(
-    "|".join(
-        p.pattern
-        for p in (_ISO, _DAY_MONTH, _MONTH_DAY, _AGO, _LAST_UNIT, _WEEKDAY_MENTION, _DAY_WORD)
-    )
+    "|".join(p.pattern for p in _FORMS)
     + r"|\b(?:19|20)\d\d\b|\b(?:last|next|this) (?:summer|winter|spring|fall|time)\b"
     + r"|\b\d{1,2}(?::\d\d)?\s*(?:am|pm|a\.m\.|p\.m\.)(?!\w)|\b\d{1,2}:\d\d\b|\d\s*(?:โมง|นาฬิกา)"
     + rf"|\b(?:in|since|during|early|late|mid|until|by)[ -](?:{_MONTH})\b",
@@ -167,8 +176,9 @@ def asks_when(text: str) -> bool:
 
 @functools.lru_cache(maxsize=16384)
 def mentions_time(text: str) -> bool:
-    """Whether ``text`` says when something happened (a date, month, weekday, "yesterday",
-    "last week", "two months ago", ...): a message that can date an event."""
+    """Whether ``text`` says when something happened or for how long (a date, month,
+    weekday, "yesterday", "last week", "two months ago", "for 4 years", "สามปี", ...): a
+    message that can date or measure an event."""
     return _ANY_TIME.search(text) is not None
 
 
