@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 
@@ -15,6 +16,8 @@ from prometheus_client import CollectorRegistry
 from llm_bot.adapters import redis_recall_index
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.adapters.redis_recall_index import LOAD_PAGE, RedisRecallIndex
+from llm_bot.memory import recall_items
+from llm_bot.memory.time_expressions import mentions_time
 from llm_bot.memory.working import ConversationKey
 from llm_bot.service.retriever import PreparedQuery, RetrievalSettings, Retriever
 from llm_bot.telemetry.metrics import Metrics
@@ -172,3 +175,46 @@ async def test_a_first_search_waits_for_the_load_within_its_own_budget(
     assert fresh.loaded(tenant, user)
     again = await retriever.retrieve(PreparedQuery("topic7", None), key, exclude=(), topic=None)
     assert again.outcome == "timeout"
+
+
+async def test_a_load_reads_whether_an_entry_says_when_from_the_index_not_its_text(
+    client: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whether an entry's text says when (what a when-question favours) is stored with it
+    when it is written; a process loading the index reads that, not every text again
+    (the time expressions cost ~0.3 ms for a long message: most of a cold load). An entry
+    stored without it (written before it was stored) is read from its text."""
+    tenant, user = new_id("t"), new_id("u")
+    dated = entry("m|c1|e1", "We went hiking in the hills yesterday")
+    undated = entry("m|c1|e2", "Hiking in the hills is my favourite thing")
+    older = entry("m|c1|e3", "I went hiking with Mel two weeks ago")
+    writer = _index(client)
+    await writer.upsert(
+        tenant, user, [(e, hashed_vectors(e)) for e in (dated, undated)], model=MODEL, erasure=""
+    )
+    real_json = redis_recall_index.entry_json
+    monkeypatch.setattr(  # as an entry written before the flag was stored
+        redis_recall_index,
+        "entry_json",
+        lambda e, vectors=1: json.dumps(
+            {k: v for k, v in json.loads(real_json(e, vectors)).items() if k != "tm"}
+        ),
+    )
+    await writer.upsert(tenant, user, [(older, hashed_vectors(older))], model=MODEL, erasure="")
+    monkeypatch.undo()
+    read: list[str] = []
+
+    def reading(text: str) -> bool:
+        read.append(text)
+        return mentions_time(text)
+
+    monkeypatch.setattr(recall_items, "mentions_time", reading)
+    asked = query("When did I go hiking in the hills?", vector=None, asks_when=True)
+    hits = await _index(client).search(tenant, user, asked, model=MODEL)
+    assert read == [older.text]
+    by_id = {hit.entry.id: hit.entry for hit in hits}
+    assert by_id[dated.id].dating is True
+    assert by_id[undated.id].dating is False
+    assert by_id[older.id].dating is None
+    assert by_id[older.id].says_when
+    assert hits[0].entry.id in (dated.id, older.id)

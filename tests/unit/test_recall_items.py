@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from llm_bot.memory.long_term import SemanticFact
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.recall_items import (
@@ -192,3 +194,14 @@ def test_a_speaker_leads_only_text_of_its_own_script() -> None:
     assert english.embedding_text == "We went camping"
     (latin,) = message_entries("c1", message("We went camping", name="Ann"), indexed_at=1.0)
     assert latin.embedding_text == "Ann: We went camping"
+
+
+def test_whether_an_entry_says_when_is_read_from_its_text_unless_stored() -> None:
+    """``says_when``: the stored answer when the index stored one, else its text's."""
+    (dated,) = message_entries("c1", message("I went there yesterday"), indexed_at=1.0)
+    (undated,) = message_entries("c1", message("I went to the support group"), indexed_at=1.0)
+    assert dated.dating is None
+    assert (dated.says_when, undated.says_when) == (True, False)
+    assert replace(dated, dating=False).says_when is False
+    assert replace(undated, dating=True).says_when is True
+    assert replace(dated, dating=False) == dated  # not part of what the entry is

@@ -26,7 +26,7 @@ from qdrant_client.http.models import models as qm
 
 from llm_bot.memory.hybrid_search import day_number
 from llm_bot.memory.recall_items import SEPARATOR, IndexEntry
-from llm_bot.memory.time_expressions import Period, mentions_time
+from llm_bot.memory.time_expressions import Period
 
 COLLECTION = "llmbot_recall"
 _PAGE = 1024
@@ -105,7 +105,7 @@ def payload(tenant_id: str, user_id: str, entry: IndexEntry, model: str) -> dict
         "terms": list(entry.terms),
         "doc_length": len(entry.terms),
         "day": day_number(entry.date),
-        "dating": mentions_time(entry.text),
+        "dating": entry.says_when,
         "indexed_at": entry.indexed_at,
         "digest": entry.digest,
         "model": model,

@@ -145,6 +145,7 @@ def entry_json(entry: IndexEntry, vectors: int = 1) -> str:
             "src": entry.source_id,
             "w": " ".join(entry.terms),
             "at": entry.indexed_at,
+            "tm": int(entry.says_when),
         },
         ensure_ascii=False,
         separators=(",", ":"),
@@ -170,6 +171,7 @@ def _entry(entry_id: str, data: dict[str, Any]) -> IndexEntry:
         source_id=data["src"],
         terms=tuple(data["w"].split()),
         indexed_at=float(data["at"]),
+        dating=bool(data["tm"]) if "tm" in data else None,  # not in entries of before 2026-11-27
     )
 
 

@@ -68,7 +68,7 @@ from llm_bot.memory.keyword_matching import normalise
 from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.recall_budget import RecalledCost
 from llm_bot.memory.recall_items import IndexEntry, SearchHit
-from llm_bot.memory.time_expressions import Period, mentions_time
+from llm_bot.memory.time_expressions import Period
 
 Vector = npt.NDArray[np.float32]
 HalfVectors = npt.NDArray[np.float16]
@@ -217,7 +217,7 @@ class IndexSnapshot:
                 entry.speaker, len(self._speaker_codes)
             )
             self._days[row] = day_number(entry.date)
-            self._dating[row] = mentions_time(entry.text)
+            self._dating[row] = entry.says_when
             self._post(row, entry.terms)
 
     def remove(self, entry_ids: Iterable[str]) -> int:
