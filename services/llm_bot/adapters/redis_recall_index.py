@@ -171,7 +171,7 @@ def _entry(entry_id: str, data: dict[str, Any]) -> IndexEntry:
         source_id=data["src"],
         terms=tuple(data["w"].split()),
         indexed_at=float(data["at"]),
-        dating=bool(data["tm"]) if "tm" in data else None,  # not in entries of before 2026-11-27
+        dating=bool(data["tm"]) if "tm" in data else None,  # not stored by earlier versions
     )
 
 
