@@ -35,9 +35,9 @@ landlord). Measured on both development sets (docs/benchmarks.md): LoCoMo simula
 most (0.715 -> 0.744 at 2,000); LongMemEval unchanged. The rankings are fused by
 reciprocal rank fusion (``1 / (60 + rank)`` summed over the rankings that found the entry;
 Cormack et al. 2009), which needs no calibration between a cosine and a BM25 score. The
-fused score is scaled to [0, 1] (1 = first in every ranking). A message that asks several questions has each question's
-rankings fused apart, an entry keeping its best fused score over the message and its
-questions (``best_of``).
+fused score is scaled to [0, 1] (1 = first in every ranking). A message that asks several
+questions has each question's rankings fused apart, an entry keeping its best fused score
+over the message and its questions (``best_of``).
 Entries whose ``source_id`` is excluded (already in the window) never appear; an entry
 whose text repeats one ranked higher (same normalised text, or cosine >= ``NEAR_DUPLICATE``)
 collapses into it.
