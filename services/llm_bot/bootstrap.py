@@ -262,8 +262,11 @@ def embedder(
 DEFAULT_OPENAI_EMBEDDING_MODEL = "text-embedding-3-small"
 
 
-def recall_index(settings: Settings, client: RedisClient) -> RecallIndex:
-    """The retrieval index: Qdrant when ``QDRANT_URL`` is set, else Redis."""
+def recall_index(
+    settings: Settings, client: RedisClient, metrics: Metrics | None = None
+) -> RecallIndex:
+    """The retrieval index: Qdrant when ``QDRANT_URL`` is set, else Redis (its searches of
+    a copy whose refresh came late counted in ``metrics``)."""
     retrieval = settings.retrieval
     if retrieval.qdrant_url:
         from llm_bot.adapters.qdrant_recall_index import qdrant_recall_index  # noqa: PLC0415
@@ -275,6 +278,7 @@ def recall_index(settings: Settings, client: RedisClient) -> RecallIndex:
         ttl_seconds=max(settings.long_term.retention_days, settings.memory.raw_trace_retention_days)
         * DAY_SECONDS,
         cache_entries=retrieval.cache_entries,
+        on_behind=metrics.retrieval_copy_behind.inc if metrics is not None else None,
     )
 
 
@@ -362,7 +366,7 @@ def build_foundation(
         model=model,
         redis=redis,
         embedder=embedder(settings, limiter, spending),
-        index=recall_index(settings, redis),
+        index=recall_index(settings, redis, metrics),
         spending=spending,
     )
 

@@ -196,9 +196,22 @@ class RecallIndex(Protocol):
         ...
 
     async def search(
-        self, tenant_id: str, user_id: str, query: SearchQuery, *, model: str
+        self,
+        tenant_id: str,
+        user_id: str,
+        query: SearchQuery,
+        *,
+        model: str,
+        fresh_within: float | None = None,
     ) -> list[SearchHit]:
-        """The user's entries relevant to ``query``, best first (``hybrid_search.py``)."""
+        """The user's entries relevant to ``query``, best first (``hybrid_search.py``).
+        ``fresh_within``: an index that searches a copy in this process waits at most
+        that long for the copy to catch up, then searches it as it stands (None: waits)."""
+        ...
+
+    def loading(self) -> int:
+        """Whole-index loads under way or waiting in this process (0 for an engine that
+        searches server-side): each gets ``LLM_BOT_RETRIEVAL_LOAD_TIMEOUT_MS`` of its own."""
         ...
 
     def loaded(self, tenant_id: str, user_id: str) -> bool:

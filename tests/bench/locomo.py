@@ -30,7 +30,7 @@ import json
 import os
 import statistics
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
@@ -41,10 +41,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from llm_bot.fake_model import FakeModelServer, RecordedRequest, ToolCalls
-from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
+from llm_bot.fake_model import FakeModelServer
 from llm_bot.logs import configure_logging
 from llm_bot.memory.tokens import TiktokenCounter
+from tests.bench.in_flight import ByQuestion, ask_all, outcomes
 from tests.bench.locomo_scoring import (
     CATEGORIES,
     Conversation,
@@ -65,16 +65,8 @@ OUTPUT_TOKENS = 256
 MARGIN = 64
 
 
-class Prompts:
-    """The fake model's responder: memory-worker answers, and the last reply prompt kept."""
-
-    def __init__(self) -> None:
-        self.last: list[dict[str, Any]] = []
-
-    def __call__(self, request: RecordedRequest) -> str | ToolCalls:
-        if schema_name(request) is None:
-            self.last = request.messages()
-        return memory_responder(request)
+Prompts = ByQuestion
+"""The fake model's responder: memory-worker answers, each reply prompt kept."""
 
 
 @dataclass
@@ -86,6 +78,7 @@ class Scores:
     over_budget: int = 0
     search_ms: list[float] = field(default_factory=list)
     recall_ms: list[float] = field(default_factory=list)
+    outcomes: Counter[str] = field(default_factory=Counter)
 
     def add(self, category: int, recall: float, tokens: int, budget: int) -> None:
         self.by_category[category].append(recall)
@@ -200,8 +193,12 @@ async def ask(
     budget: int,
     embeddings: str,
     max_items: int | None = None,
+    in_flight: int = 1,
+    cold: bool = False,
 ) -> Scores:
-    """Every question in a new conversation of the user; the prompts scored."""
+    """Every question in a new conversation of the user; the prompts scored. ``in_flight``
+    questions are outstanding at once; ``cold``: no warm-up message first (the service's
+    first search of the user loads the index, as after a deploy)."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -209,19 +206,27 @@ async def ask(
     messages = conversation.messages()
     scores = Scores()
     async with bot(settings, tracer_provider=provider) as (_service, client):
-        await warm_up(client, TENANT, user)
+        if not cold:
+            await warm_up(client, TENANT, user)
         exporter.clear()
-        for question in conversation.questions:
-            event = message_event(
-                tenant=TENANT, user=user, conversation=new_id("q"), text=question.text
-            )
-            prompts.last = []
-            await client.publish(event)
-            await client.next_candidate(within=60)
+        events = [
+            message_event(tenant=TENANT, user=user, conversation=new_id("q"), text=q.text)
+            for q in conversation.questions
+        ]
+        if in_flight > 1:
+            prompts.prompts.clear()
+            await ask_all(client, events, in_flight)
+        for question, event in zip(conversation.questions, events, strict=True):
+            if in_flight <= 1:
+                prompts.last = []
+                await client.publish(event)
+                await client.next_candidate(within=60)
+            asked = prompts.prompts.get(question.text, [])
             model.requests.clear()
-            tokens = COUNTER.count_messages(prompts.last)
-            recall = recall_of(question, messages, prompt_text(prompts.last))
+            tokens = COUNTER.count_messages(asked)
+            recall = recall_of(question, messages, prompt_text(asked))
             scores.add(question.category, recall, tokens, budget)
+    scores.outcomes += outcomes(exporter.get_finished_spans())
     for span in exporter.get_finished_spans():
         milliseconds = ((span.end_time or 0) - (span.start_time or 0)) / 1e6
         if span.name == "recall.search":
@@ -252,6 +257,7 @@ def merge(parts: Iterable[Scores]) -> Scores:
         total.over_budget += part.over_budget
         total.search_ms += part.search_ms
         total.recall_ms += part.recall_ms
+        total.outcomes += part.outcomes
     return total
 
 
@@ -266,9 +272,9 @@ def report(results: dict[tuple[str, int], Scores], budgets: list[int]) -> None:
     header = "| strategy | budget | overall | " + " | ".join(f"cat {c}" for c in CATEGORIES)
     print(
         header
-        + " | prompt tokens mean / max | over budget | recall.search p50 / p95 ms | recall node p50 / p95 ms |"
+        + " | prompt tokens mean / max | over budget | recall.search p50 / p95 ms | recall node p50 / p95 ms | timed out / searches |"
     )
-    print("|" + "---|" * (7 + len(CATEGORIES)))
+    print("|" + "---|" * (8 + len(CATEGORIES)))
     for strategy in ("llm-bot (retrieval)", "llm-bot (embeddings off)", "last-N window"):
         for budget in budgets:
             s = results.get((strategy, budget))
@@ -293,7 +299,8 @@ def report(results: dict[tuple[str, int], Scores], budgets: list[int]) -> None:
             )
             print(
                 f"| {strategy} | {budget} | **{s.overall:.3f}** | {cats} | {tokens} | "
-                f"{s.over_budget} | {search} | {node} |"
+                f"{s.over_budget} | {search} | {node} | "
+                f"{s.outcomes['timeout']} / {sum(s.outcomes.values())} |"
             )
 
 
@@ -348,6 +355,8 @@ async def measure(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:
                         budget=budget,
                         embeddings=embeddings,
                         max_items=args.max_items,
+                        in_flight=args.in_flight,
+                        cold=args.cold,
                     )
                     results[(strategy, budget)].append(scores)
                     print(f"  {strategy} @ {budget}: {scores.overall:.3f}", flush=True)
@@ -369,6 +378,17 @@ def parse_args() -> argparse.Namespace:
         help="LLM_BOT_RETRIEVAL_MAX_ITEMS (default: unset, the service's default)",
     )
     parser.add_argument("--settle-timeout", type=float, default=300.0)
+    parser.add_argument(
+        "--in-flight",
+        type=int,
+        default=1,
+        help="questions outstanding at once (32: LLM_BOT_PREFETCH's default, as real traffic)",
+    )
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="no warm-up message: the first questions meet the user's index not yet loaded",
+    )
     parser.add_argument("--log-level", default="warning")
     return parser.parse_args()
 

@@ -161,7 +161,8 @@ async def test_a_first_search_waits_for_the_load_within_its_own_budget(
 ) -> None:
     """A process's first search of a user loads the index: it gets the load's budget
     (``LLM_BOT_RETRIEVAL_LOAD_TIMEOUT_MS``), not the search's, and recalls; once loaded,
-    a search has the search's budget again."""
+    a search whose refresh does not come back within the search's budget searches the
+    copy as it stands: it recalls, never nothing."""
     tenant, user = new_id("t"), new_id("u")
     await _fill(_index(client), tenant, user, ENTRIES)
     fresh = _index(client)  # a process that has not searched this user yet (a deploy)
@@ -174,7 +175,63 @@ async def test_a_first_search_waits_for_the_load_within_its_own_budget(
     assert "m|c1|e7" in [record.id for record in first.records]
     assert fresh.loaded(tenant, user)
     again = await retriever.retrieve(PreparedQuery("topic7", None), key, exclude=(), topic=None)
-    assert again.outcome == "timeout"
+    assert again.outcome == "searched"
+    assert "m|c1|e7" in [record.id for record in again.records]
+
+
+async def test_a_copy_whose_refresh_comes_late_is_searched_as_it_stands(
+    client: aioredis.Redis,
+) -> None:
+    """A search that may not wait for the copy's refresh (``fresh_within``) searches the
+    copy as it was, counted (``on_behind``); the refresh goes on, and the next search
+    finds what was written meanwhile."""
+    tenant, user = new_id("t"), new_id("u")
+    writer = _index(client)
+    await _fill(writer, tenant, user, 20)
+    behind: list[int] = []
+    reader = RedisRecallIndex(
+        client=client,
+        keys=RedisKeys(prefix=TEST_KEY_PREFIX),
+        ttl_seconds=3600,
+        cache_entries=10**6,
+        on_behind=lambda: behind.append(1),
+    )
+    assert await reader.search(tenant, user, query("topic3"), model=MODEL)  # the copy loads
+    late = entry("m|c2|e1", "the parrot Mango talks")
+    await writer.upsert(tenant, user, [(late, hashed_vectors(late))], model=MODEL, erasure="")
+    stale = await reader.search(tenant, user, query("parrot Mango"), model=MODEL, fresh_within=0)
+    assert "m|c2|e1" not in [hit.entry.id for hit in stale]
+    assert behind == [1]
+    fresh = await reader.search(tenant, user, query("parrot Mango"), model=MODEL)
+    assert [hit.entry.id for hit in fresh][:1] == ["m|c2|e1"]
+
+
+async def test_loads_of_several_users_run_one_at_a_time_each_with_its_own_budget(
+    client: aioredis.Redis,
+) -> None:
+    """Users loading at once (a deploy) are loaded one at a time, first come first
+    served, and a search waiting for its load gets a load's budget for each load ahead of
+    it: every first search recalls, none waits for the others' loads to share the CPU."""
+    users = [new_id("u") for _ in range(4)]
+    tenant = new_id("t")
+    for user in users:
+        await _fill(_index(client), tenant, user, LOAD_PAGE * 2)
+    fresh = _index(client)
+    retriever = keyword_retriever(fresh, search_budget=0.000_001, load_budget=5)
+    results = await asyncio.gather(
+        *(
+            retriever.retrieve(
+                PreparedQuery("topic7", None),
+                ConversationKey(tenant, user, "c9"),
+                exclude=(),
+                topic=None,
+            )
+            for user in users
+        )
+    )
+    assert [result.outcome for result in results] == ["searched"] * 4
+    assert all("m|c1|e7" in [r.id for r in result.records] for result in results)
+    assert fresh.loading() == 0
 
 
 async def test_a_load_reads_whether_an_entry_says_when_from_the_index_not_its_text(

@@ -100,11 +100,20 @@ class InMemoryRecallIndex:
         user = self._users.pop((tenant_id, user_id), None)
         return len(user.digests) if user is not None else 0
 
+    def loading(self) -> int:
+        return 0
+
     def loaded(self, tenant_id: str, user_id: str) -> bool:
         return True
 
     async def search(
-        self, tenant_id: str, user_id: str, query: SearchQuery, *, model: str
+        self,
+        tenant_id: str,
+        user_id: str,
+        query: SearchQuery,
+        *,
+        model: str,
+        fresh_within: float | None = None,  # no copy in this process
     ) -> list[SearchHit]:
         """Vectors of another model are not compared: keyword search only."""
         user = self._users.get((tenant_id, user_id))

@@ -444,6 +444,52 @@ def test_embeddings_kept_by_block_score_as_the_whole_rows_would(
     assert index.weight == sum(len(v) for v in latest.values())
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.lists(st.integers(0, 3), min_size=1, max_size=4), st.integers(0, 10_000)),
+        min_size=2,
+        max_size=40,
+    ),
+    st.lists(st.integers(0, 39), max_size=8),
+    st.sampled_from(((0, 3), (3, 8), (0, 8), (1, 3))),
+)
+def test_a_whole_index_added_at_once_is_the_index_added_entry_by_entry(
+    written: list[tuple[list[int], int]], removed: list[int], probe_columns: tuple[int, int]
+) -> None:
+    """Entries all new to a snapshot (a cold load) are added a matrix at a time; the
+    snapshot is the one built entry by entry: the same dense and keyword scores, own
+    embeddings, weight and search hits, and it takes removals and later writes the same."""
+    batch = [
+        (entry(f"e{n}", f"word{seed % 7} text {n} w{seed % 3}"), block_rows(seed, kinds))
+        for n, (kinds, seed) in enumerate(written)
+    ]
+    together, one_by_one = IndexSnapshot(dimension=8), IndexSnapshot(dimension=8)
+    together.upsert(batch)
+    for item in batch:
+        one_by_one.upsert([item])
+    gone = [f"e{n}" for n in removed]
+    assert together.remove(gone) == one_by_one.remove(gone)
+    later = (entry("late", "word1 late text"), block_rows(1, [0, 1]))
+    together.upsert([later])
+    one_by_one.upsert([later])
+    probe = np.zeros(8, dtype=np.float32)
+    low, high = probe_columns
+    probe[low:high] = np.random.default_rng(5).normal(size=high - low)
+    assert [e.id for e in together.entries] == [e.id for e in one_by_one.entries]
+    assert together.dense_scores(probe).tolist() == one_by_one.dense_scores(probe).tolist()
+    terms = ("word1", "text", "w2")
+    assert together.keyword_scores(terms).tolist() == one_by_one.keyword_scores(terms).tolist()
+    assert together.weight == one_by_one.weight
+    for item in together.entries:
+        mine, theirs = together.vector(item.id), one_by_one.vector(item.id)
+        assert (mine is None) == (theirs is None)
+        if mine is not None and theirs is not None:
+            assert mine.tolist() == theirs.tolist()
+    asked = SearchQuery(vector=probe, terms=terms, min_score=0.1)
+    assert search(together, asked) == search(one_by_one, asked)
+
+
 def test_an_english_query_reads_the_english_block_only() -> None:
     """Two models' rows in one joint space are two matrices, each at its model's width:
     a query of one model multiplies that model's rows alone."""

@@ -29,7 +29,7 @@ import asyncio
 import functools
 import hashlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -150,15 +150,61 @@ def readable(text: str) -> bool:
     return mostly_latin(text)
 
 
+class _Coalesced:
+    """Texts asked for while calls run wait, and go together in the next call: one
+    inference call for what many callers asked at about the same time (32 events in
+    flight each embedding its message cost one call of 32 short texts, not 32 calls
+    queued behind each other). The first asks alone, so an idle process waits for
+    nothing; up to ``calls`` calls run at once, so no thread idles while another finishes."""
+
+    def __init__(self, run: Callable[[list[str]], Awaitable[Matrix]], calls: int) -> None:
+        self._run = run
+        self._calls = calls
+        self._waiting: list[tuple[Sequence[str], asyncio.Future[Matrix]]] = []
+        self._running: set[asyncio.Task[None]] = set()
+
+    async def embed(self, texts: Sequence[str]) -> Matrix:
+        answer: asyncio.Future[Matrix] = asyncio.get_running_loop().create_future()
+        self._waiting.append((texts, answer))
+        self._running = {task for task in self._running if not task.done()}
+        if len(self._running) < self._calls:
+            self._running.add(asyncio.create_task(self._embed_waiting()))
+        return await answer
+
+    async def _embed_waiting(self) -> None:
+        """Embed what waits, all of it in one call, until nothing does."""
+        while self._waiting:
+            batch, self._waiting = self._waiting, []
+            try:
+                vectors = await self._run([text for texts, _ in batch for text in texts])
+            except EmbeddingUnavailable as exc:
+                for _, answer in batch:
+                    if not answer.done():
+                        answer.set_exception(EmbeddingUnavailable(str(exc)))
+                continue
+            start = 0
+            for texts, answer in batch:
+                if not answer.done():  # its caller may have been cancelled meanwhile
+                    answer.set_result(vectors[start : start + len(texts)])
+                start += len(texts)
+
+    def close(self) -> None:
+        for task in self._running:
+            task.cancel()
+        for _, answer in self._waiting:
+            answer.cancel()
+        self._waiting = []
+
+
 class LocalEmbedder:
     """The ``Embedder`` port on a model run in this process: calls run on worker threads
-    (the event loop stays free), a query on one, passages split across one per core.
+    (the event loop stays free), a query call on one, passages split across one per core.
 
-    Passages asked for while others are being embedded wait and go together in the next
-    call (the memory worker runs several jobs at once, each with a few hundred texts):
-    a bigger pool groups texts of closer lengths, so less padding (docs/benchmarks.md);
-    the first asks alone, so an idle worker waits for nothing. Up to one call per thread
-    runs at once, so no thread idles while another finishes a call's last share.
+    What is asked for while calls run waits and goes together in the next call
+    (``_Coalesced``), per purpose: the memory worker runs several jobs at once, each with
+    a few hundred passages (a bigger pool groups texts of closer lengths, so less
+    padding: docs/benchmarks.md); a replica has ``LLM_BOT_PREFETCH`` events in flight,
+    each with a query to embed.
 
     By default the English model of this module; ``script_embedder`` passes its own
     ``encode`` (the English and multilingual models together)."""
@@ -184,12 +230,13 @@ class LocalEmbedder:
         self._executor = ThreadPoolExecutor(
             max_workers=self._threads, thread_name_prefix="embedder"
         )
-        self._waiting: list[tuple[Sequence[str], asyncio.Future[Matrix]]] = []
-        """Passages asked for while a call runs, with the futures that answer them."""
-        self._passages: set[asyncio.Task[None]] = set()
-        """Calls of waiting passages under way: up to one per thread, so a thread that
-        finishes its share of one call takes the next call's instead of waiting for the
-        other thread to finish (a call ends when its slowest share does)."""
+        self._passages = _Coalesced(
+            lambda texts: self._run(texts, parts=self._threads), self._threads
+        )
+        self._queries = _Coalesced(lambda texts: self._run(texts, parts=1), self._threads)
+        self._across_queries = _Coalesced(
+            lambda texts: self._run(texts, parts=1, encoder=across), self._threads
+        )
 
     def preload(self, load: Callable[[], object]) -> None:
         """Run ``load`` on one of the embedder's threads now, without waiting for it (a
@@ -210,34 +257,10 @@ class LocalEmbedder:
         if purpose == "across":
             if self._across is None:
                 return np.zeros((len(texts), self._dimension), dtype=np.float32)
-            return await self._run(texts, parts=1, encoder=self._across)
-        if purpose != "passage":
-            return await self._run(texts, parts=1)
-        answer: asyncio.Future[Matrix] = asyncio.get_running_loop().create_future()
-        self._waiting.append((texts, answer))
-        self._passages = {task for task in self._passages if not task.done()}
-        if len(self._passages) < self._threads:
-            self._passages.add(asyncio.create_task(self._embed_waiting()))
-        return await answer
-
-    async def _embed_waiting(self) -> None:
-        """Embed what waits, all of it in one call, until nothing does."""
-        while self._waiting:
-            batch, self._waiting = self._waiting, []
-            try:
-                vectors = await self._run(
-                    [text for texts, _ in batch for text in texts], parts=self._threads
-                )
-            except EmbeddingUnavailable as exc:
-                for _, answer in batch:
-                    if not answer.done():
-                        answer.set_exception(EmbeddingUnavailable(str(exc)))
-                continue
-            start = 0
-            for texts, answer in batch:
-                if not answer.done():  # its caller may have been cancelled meanwhile
-                    answer.set_result(vectors[start : start + len(texts)])
-                start += len(texts)
+            return await self._across_queries.embed(texts)
+        if purpose == "passage":
+            return await self._passages.embed(texts)
+        return await self._queries.embed(texts)
 
     async def _run(
         self,
@@ -264,9 +287,6 @@ class LocalEmbedder:
         return vectors
 
     async def aclose(self) -> None:
-        for task in self._passages:
-            task.cancel()
-        for _, answer in self._waiting:
-            answer.cancel()
-        self._waiting = []
+        for batches in (self._passages, self._queries, self._across_queries):
+            batches.close()
         self._executor.shutdown(wait=False, cancel_futures=True)

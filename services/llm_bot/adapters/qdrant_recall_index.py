@@ -200,12 +200,21 @@ class QdrantRecallIndex:
             other = of_user(tenant_id, user_id, must_not=[field_is("model", model)])
             return await self._points.count(other)
 
+    def loading(self) -> int:
+        return 0
+
     def loaded(self, tenant_id: str, user_id: str) -> bool:
         """Always: Qdrant searches server-side, nothing is loaded into this process."""
         return True
 
     async def search(
-        self, tenant_id: str, user_id: str, query: SearchQuery, *, model: str
+        self,
+        tenant_id: str,
+        user_id: str,
+        query: SearchQuery,
+        *,
+        model: str,
+        fresh_within: float | None = None,  # no copy in this process
     ) -> list[SearchHit]:
         """The user's entries relevant to ``query``, ranked as ``hybrid_search.search``
         ranks them. Vectors of another model are not compared: keyword search only."""

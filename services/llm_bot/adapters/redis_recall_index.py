@@ -23,14 +23,16 @@ budget (``LLM_BOT_RETRIEVAL_TIMEOUT_MS``) lets a reply go on without recall mean
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
 import numpy as np
+import structlog
 
 from llm_bot.adapters.redis_connection import RedisClient
 from llm_bot.adapters.redis_erasure import mark_changed
@@ -40,6 +42,8 @@ from llm_bot.errors import ErasedMeanwhile, IndexModelMismatch
 from llm_bot.memory.hybrid_search import IndexSnapshot, SearchQuery, Vector, search
 from llm_bot.memory.recall_items import IndexEntry, SearchHit, conversation_prefix
 from llm_bot.memory.working import ConversationKey
+
+log = structlog.get_logger(__name__)
 
 # KEYS: erasure, meta, doc, vec, seq. ARGV: erasure generation, model, ttl seconds, a new
 # epoch (used when the index is new), then (id, digest, doc json, vector) quadruples.
@@ -184,6 +188,9 @@ class _Cached:
     refreshing: asyncio.Task[None] | None = None
     """The refresh in progress: searches wait for it; one that gives up (its time
     budget) leaves it running, so the next search finds the index loaded."""
+    following: asyncio.Task[None] | None = None
+    """The refresh that starts when ``refreshing`` ends, shared by the searches that came
+    while it ran."""
 
 
 class SnapshotCache:
@@ -227,11 +234,20 @@ class RedisRecallIndex:
         keys: RedisKeys,
         ttl_seconds: int,
         cache_entries: int,
+        on_behind: Callable[[], object] | None = None,
     ) -> None:
         self._redis = client
         self._keys = keys
         self._ttl = ttl_seconds
         self._cache = SnapshotCache(cache_entries)
+        self._on_behind = on_behind
+        """Called for each search of a copy whose refresh came too late (a metric)."""
+        self._loads = asyncio.Semaphore(1)
+        """Whole-index loads, one at a time, first come first served: a load's time is its
+        own, not shared with every other user loading at once (32 users after a deploy
+        each finished last, past their budget; one at a time, each takes its own ~50 ms)."""
+        self._loading = 0
+        self._background: set[asyncio.Task[None]] = set()
         self._upsert = client.register_script(_UPSERT)
         self._remove = client.register_script(_REMOVE)
         self._sync = client.register_script(_SYNC)
@@ -314,16 +330,37 @@ class RedisRecallIndex:
         return max(0, int(entries) - int(vectors))
 
     async def search(
-        self, tenant_id: str, user_id: str, query: SearchQuery, *, model: str
+        self,
+        tenant_id: str,
+        user_id: str,
+        query: SearchQuery,
+        *,
+        model: str,
+        fresh_within: float | None = None,
     ) -> list[SearchHit]:
         """Bring this process's copy of the user's index up to date (one round trip) and
-        search it. Vectors of another model are not compared: keyword search only."""
+        search it. Vectors of another model are not compared: keyword search only.
+
+        ``fresh_within``: when this process holds a copy, wait at most that long for it to
+        be brought up to date; past it, search the copy as it stands (it lacks only what
+        was indexed since its last refresh: the latest turns, which the window holds)
+        while the refresh goes on for the next search. A busy event loop then delays the
+        reply's recall, never empties it."""
         scope = self._keys.user_scope(tenant_id, user_id)
         cached = self._cache.get(scope)
-        if cached.refreshing is not None and not cached.refreshing.done():
-            await asyncio.shield(cached.refreshing)  # then our own, for what came since
-        cached.refreshing = asyncio.create_task(self._refresh(tenant_id, user_id, cached))
-        await asyncio.shield(cached.refreshing)
+        refresh = asyncio.ensure_future(self._fresh(tenant_id, user_id, cached))
+        if fresh_within is None or cached.snapshot is None:
+            await refresh
+        else:
+            done, _ = await asyncio.wait({refresh}, timeout=fresh_within)
+            if refresh in done:
+                refresh.result()
+            else:
+                self._background.add(refresh)
+                refresh.add_done_callback(self._settled)
+                log.info("retrieval.copy_behind", waited_ms=round(fresh_within * 1000))
+                if self._on_behind is not None:
+                    self._on_behind()
         snapshot = cached.snapshot
         self._cache.shrink()
         if snapshot is None:
@@ -332,11 +369,48 @@ class RedisRecallIndex:
             query = replace(query, vector=None)  # every other bound and filter kept
         return search(snapshot, query)
 
+    def _settled(self, task: asyncio.Task[None]) -> None:
+        """A refresh left to finish in the background: its failure is the next search's
+        (logged there), not an unretrieved exception."""
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.info("retrieval.refresh_failed", error=type(task.exception()).__name__)
+
+    def loading(self) -> int:
+        """Whole-index loads under way or waiting in this process."""
+        return self._loading
+
     def loaded(self, tenant_id: str, user_id: str) -> bool:
         """Whether this process holds a copy of the user's index (then a search checks it
         for changes in one round trip; otherwise it loads the whole index first)."""
         cached = self._cache.peek(self._keys.user_scope(tenant_id, user_id))
         return cached is not None and cached.snapshot is not None
+
+    async def _fresh(self, tenant_id: str, user_id: str, cached: _Cached) -> None:
+        """``cached`` brought up to date with a refresh that started after this call did.
+        While one runs, every search that comes shares the one refresh that follows it
+        (not one each): 32 questions of one user in flight cost two round trips, not 32
+        in a row (each waiting for event-loop turns: searches timed out behind them)."""
+        running = cached.refreshing
+        if running is None or running.done():
+            cached.refreshing = asyncio.create_task(self._refresh(tenant_id, user_id, cached))
+            await asyncio.shield(cached.refreshing)
+            return
+        if cached.following is None:
+            cached.following = asyncio.create_task(
+                self._follow(running, tenant_id, user_id, cached)
+            )
+        await asyncio.shield(cached.following)
+
+    async def _follow(
+        self, running: asyncio.Task[None], tenant_id: str, user_id: str, cached: _Cached
+    ) -> None:
+        """The refresh after ``running``, for what was written since it started."""
+        with contextlib.suppress(Exception):  # its own callers got its failure
+            await running
+        cached.following = None
+        cached.refreshing = asyncio.current_task()  # this one, now running
+        await self._refresh(tenant_id, user_id, cached)
 
     async def _refresh(self, tenant_id: str, user_id: str, cached: _Cached) -> None:
         """Bring ``cached`` up to date: the changes since its seq in one round trip, or,
@@ -365,7 +439,16 @@ class RedisRecallIndex:
 
     async def _load(self, tenant_id: str, user_id: str, cached: _Cached) -> None:
         """The whole index into a new snapshot, ``LOAD_PAGE`` entries per round trip and
-        per parse, yielding to the event loop between pages; swapped in when complete."""
+        per parse, yielding to the event loop between pages; swapped in when complete.
+        One load at a time in this process (``_loads``)."""
+        self._loading += 1
+        try:
+            async with self._loads:
+                await self._load_now(tenant_id, user_id, cached)
+        finally:
+            self._loading -= 1
+
+    async def _load_now(self, tenant_id: str, user_id: str, cached: _Cached) -> None:
         meta, seq_key, doc, vec = (
             self._key(tenant_id, user_id, part) for part in ("meta", "seq", "doc", "vec")
         )

@@ -12,6 +12,7 @@ from llm_bot.graph.state import GraphState
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.tool_rounds import ToolRound
 from llm_bot.memory.window import WindowAppend, WindowBounds
+from llm_bot.service.retriever import Retrieval
 from llm_bot.telemetry.metrics import Metrics
 
 
@@ -31,6 +32,7 @@ def build_candidate(
         seq=1 + max(m.seq for m in state["turn_messages"] if m.turn == turn),
         event_id=event.event_id,
         tool_calls=calls,
+        recall=skipped_recall(state.get("retrieval")),
     )
     opened = (
         ToolRound(
@@ -83,3 +85,14 @@ def build_candidate(
         "messages": WindowAppend((assistant,), bounds),
         "tool_round": opened,
     }
+
+
+def skipped_recall(retrieval: Retrieval | None) -> str | None:
+    """What the turn's record says of a recall that went on without its search: the
+    outcome, and what a timed-out search waited for; None when recall did its work (or
+    was not asked to)."""
+    if retrieval is None or retrieval.outcome not in {"timeout", "failed"}:
+        return None
+    if retrieval.timed_out is None:
+        return retrieval.outcome
+    return f"{retrieval.outcome}: {retrieval.timed_out}"

@@ -44,6 +44,10 @@ class ChatMessage(BaseModel):
     name: str | None = None
     """The speaker's display name (imported transcripts); memory only, never sent as the
     provider's ``name`` field."""
+    recall: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    """On a reply: how its recall ended when it went on without what it searched for
+    (``timeout: index_load``, ``failed``), so the inspector shows the turn answered
+    without memory; memory only, never sent to the model (not stored when None)."""
 
     def char_count(self) -> int:
         """Characters this message costs in the window (content plus tool payloads)."""

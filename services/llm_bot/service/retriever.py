@@ -45,6 +45,10 @@ from llm_bot.telemetry.metrics import Metrics
 log = structlog.get_logger(__name__)
 
 Outcome = Literal["searched", "filler_skip", "topic_reuse", "off", "failed", "timeout"]
+TimeoutReason = Literal["embedding", "index_load", "search"]
+"""What a search that timed out was waiting for: the query's embedding (the embedder
+behind, ``LLM_BOT_RETRIEVAL_LOAD_TIMEOUT_MS``), the user's index loading into this
+process (the same budget), or the search itself (``LLM_BOT_RETRIEVAL_TIMEOUT_MS``)."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,8 @@ class Retrieval:
     candidates: tuple[SearchHit, ...] = ()
     """With ``explain``: every hit of the search, best first, the records being those of
     them that recall's token share holds (what the inspector's "why" shows left out)."""
+    timed_out: TimeoutReason | None = None
+    """With outcome ``timeout``: what the search was waiting for."""
 
 
 NOTHING = Retrieval("off")
@@ -229,7 +235,12 @@ class Retriever:
         topic: TopicState | None,
         explain: bool,
     ) -> Retrieval:
-        vectors = await query.vectors()
+        try:  # the embedder's queue is not the search's: a budget of its own
+            async with asyncio.timeout(self._settings.load_timeout_seconds):
+                vectors = await query.vectors()
+        except TimeoutError:
+            query.cancel()
+            return self._timed_out(query, topic, "embedding", self._settings.load_timeout_seconds)
         vector = vectors[0] if vectors else None
         if (
             vector is not None
@@ -240,9 +251,15 @@ class Retriever:
             if query.across is not None:  # no search: its other embedding is not needed
                 query.across.cancel()
             return Retrieval("topic_reuse", topic.selection, kept, _since(query))
-        budget = self._settings.timeout_seconds
-        if not self._index.loaded(key.tenant_id, key.user_id):
-            budget = max(budget, self._settings.load_timeout_seconds)
+        try:  # the other script's embedding too, before the search's clock starts
+            async with asyncio.timeout(self._settings.load_timeout_seconds):
+                await query.across_vector()
+        except TimeoutError:
+            return self._timed_out(query, topic, "embedding", self._settings.load_timeout_seconds)
+        cold = not self._index.loaded(key.tenant_id, key.user_id)
+        budget = max(self._settings.timeout_seconds, self._settings.load_timeout_seconds)
+        if cold:  # each load waiting before this one gets its budget too
+            budget *= 1 + self._index.loading()
         try:
             async with asyncio.timeout(budget):
                 hits = await self.search_prepared(
@@ -250,10 +267,10 @@ class Retriever:
                     key,
                     exclude=exclude,
                     max_tokens=None if explain else self._settings.max_tokens,
+                    fresh_within=self._settings.timeout_seconds,
                 )
         except TimeoutError:
-            log.warning("retrieval.timed_out", budget_ms=budget * 1000)
-            return Retrieval("timeout", topic=topic, seconds=_since(query))
+            return self._timed_out(query, topic, "index_load" if cold else "search", budget)
         except LlmBotError as exc:
             log.warning("retrieval.failed", code=exc.code, error=str(exc))
             return Retrieval("failed", topic=topic, seconds=_since(query))
@@ -265,6 +282,15 @@ class Retriever:
         kept_topic = new_topic(vector, records) if vector is not None else None
         return Retrieval("searched", records, kept_topic, _since(query), candidates)
 
+    def _timed_out(
+        self, query: PreparedQuery, topic: TopicState | None, reason: TimeoutReason, budget: float
+    ) -> Retrieval:
+        """A search past its time budget: the reply goes on without recall, and says so
+        (the log, ``llmbot_retrieval_timeouts_total`` by reason, the turn's record)."""
+        log.warning("retrieval.timed_out", reason=reason, budget_ms=round(budget * 1000))
+        self._metrics.retrieval_timeouts.labels(reason).inc()
+        return Retrieval("timeout", topic=topic, seconds=_since(query), timed_out=reason)
+
     async def search_prepared(
         self,
         query: PreparedQuery,
@@ -272,10 +298,13 @@ class Retriever:
         *,
         exclude: Collection[str],
         max_tokens: int | None = None,
+        fresh_within: float | None = None,
     ) -> list[SearchHit]:
         """The user's index searched for a prepared message (its embeddings awaited): the
         message, and each of its questions when it asks several; the hits kept while their
-        lines fit in ``max_tokens`` (``recall_budget.within_tokens``), when given."""
+        lines fit in ``max_tokens`` (``recall_budget.within_tokens``), when given.
+        ``fresh_within``: the index's copy in this process is searched as it stands when
+        it is not brought up to date within that long (``RecallIndex.search``)."""
         search = message_query(
             query.text,
             await query.vectors(),
@@ -289,7 +318,9 @@ class Retriever:
             across=await query.across_vector(),
         )
         model = self._embedder.name if self._embedder is not None else ""
-        return await self._index.search(key.tenant_id, key.user_id, search, model=model)
+        return await self._index.search(
+            key.tenant_id, key.user_id, search, model=model, fresh_within=fresh_within
+        )
 
     async def search(
         self,

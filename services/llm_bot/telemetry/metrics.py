@@ -17,6 +17,7 @@ OUTCOMES = ("ok", "skip", "duplicate", "retried", "dead_lettered", "refused")
 ERROR_CODES = ("invalid_event", "model_error", "memory_unavailable", "timeout", "internal")
 
 
+RETRIEVAL_TIMEOUT_REASONS = ("embedding", "index_load", "search")
 RETRIEVAL_OUTCOMES = ("searched", "filler_skip", "topic_reuse", "off", "failed", "timeout")
 
 
@@ -127,6 +128,21 @@ class Metrics:
             ["outcome"],
             registry=registry,
         )
+        self.retrieval_timeouts = Counter(
+            "llmbot_retrieval_timeouts",
+            "Searches past their time budget (the reply went on without recall), by what they "
+            "waited for: embedding (the query's), index_load (the user's index into this "
+            "process), search.",
+            ["reason"],
+            registry=registry,
+        )
+        self.retrieval_copy_behind = Counter(
+            "llmbot_retrieval_copy_behind",
+            "Searches of this process's copy of a user's index whose refresh did not come "
+            "back within LLM_BOT_RETRIEVAL_TIMEOUT_MS: the copy was searched as it stood "
+            "(lacking what was indexed since its last refresh) while the refresh went on.",
+            registry=registry,
+        )
         self.retrieval_duration = Histogram(
             "llmbot_retrieval_duration_seconds",
             "Time retrieval added to the reply path (query embedding and index search), by "
@@ -233,6 +249,8 @@ class Metrics:
             self.trims.labels(reason)
         for outcome in RETRIEVAL_OUTCOMES:
             self.retrieval_searches.labels(outcome)
+        for reason in RETRIEVAL_TIMEOUT_REASONS:
+            self.retrieval_timeouts.labels(reason)
         for kind in ("input", "output"):
             self.model_tokens.labels(kind)
         for reason in ("conversation_busy", "tenant_over_share", "no_slot"):
