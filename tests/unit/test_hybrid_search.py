@@ -481,8 +481,8 @@ def test_a_whole_index_added_at_once_is_the_index_added_entry_by_entry(
     terms = ("word1", "text", "w2")
     assert together.keyword_scores(terms).tolist() == one_by_one.keyword_scores(terms).tolist()
     assert together.weight == one_by_one.weight
-    for item in together.entries:
-        mine, theirs = together.vector(item.id), one_by_one.vector(item.id)
+    for kept in together.entries:
+        mine, theirs = together.vector(kept.id), one_by_one.vector(kept.id)
         assert (mine is None) == (theirs is None)
         if mine is not None and theirs is not None:
             assert mine.tolist() == theirs.tolist()
