@@ -32,7 +32,7 @@ import os
 import statistics
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -46,6 +46,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.logs import configure_logging
+from tests.bench.in_flight import ask_all, outcomes
 from tests.bench.locomo import COUNTER, Prompts, percentile, settings_for, then_clean, warm_up
 from tests.bench.locomo_scoring import prompt_text
 from tests.bench.longmemeval_scoring import TYPES, Question, last_n_prompt, questions, recall_of
@@ -65,6 +66,7 @@ class Scores:
     tokens: list[int] = field(default_factory=list)
     over_budget: int = 0
     search_ms: list[float] = field(default_factory=list)
+    outcomes: Counter[str] = field(default_factory=Counter)
 
     def add(self, kind: str, recall: float, tokens: int, budget: int) -> None:
         self.by_type[kind].append(recall)
@@ -257,7 +259,8 @@ async def ask(  # noqa: PLR0917  # one question, the run's parts
     )
     scores = Scores()
     async with bot(settings, tracer_provider=provider) as (_service, client):
-        await warm_up(client, TENANT, user)
+        if not args.cold:
+            await warm_up(client, TENANT, user)
         exporter.clear()
         event = message_event(
             tenant=TENANT,
@@ -280,6 +283,55 @@ async def ask(  # noqa: PLR0917  # one question, the run's parts
     return scores
 
 
+async def ask_together(
+    urls: ServiceUrls,
+    prompts: Prompts,
+    model: FakeModelServer,
+    *,
+    asked: list[tuple[Question, str]],
+    budget: int,
+    args: Any,
+) -> Scores:
+    """Every question (with its user) asked as real traffic asks: ``--in-flight`` at once,
+    on one freshly started service; with ``--cold`` no user sent a message before (each
+    user's first question meets its index not yet loaded, as after a deploy)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    settings = settings_for(
+        urls, model.base_url, {}, budget, args.embeddings, max_items=args.max_items
+    )
+    scores = Scores()
+    async with bot(settings, tracer_provider=provider) as (_service, client):
+        if not args.cold:
+            for _, user in asked:
+                await warm_up(client, TENANT, user)
+        exporter.clear()
+        prompts.prompts.clear()
+        events = [
+            message_event(
+                tenant=TENANT,
+                user=user,
+                conversation=new_id("q"),
+                text=question.text,
+                created_at=question.asked_at.isoformat(),
+            )
+            for question, user in asked
+        ]
+        await ask_all(client, events, args.in_flight)
+        model.requests.clear()
+    for question, _ in asked:
+        prompt = prompts.prompts.get(question.text, [])
+        tokens = COUNTER.count_messages(prompt)
+        scores.add(question.type, recall_of(question, prompt_text(prompt)), tokens, budget)
+    spans = exporter.get_finished_spans()
+    scores.outcomes += outcomes(spans)
+    scores.search_ms += [
+        ((s.end_time or 0) - (s.start_time or 0)) / 1e6 for s in spans if s.name == "recall.search"
+    ]
+    return scores
+
+
 def last_n(question: Question, budget: int) -> Scores:
     prompt = last_n_prompt(question, budget, COUNTER.count_messages)
     scores = Scores()
@@ -296,13 +348,17 @@ def merge(parts: list[Scores]) -> Scores:
         total.tokens += part.tokens
         total.over_budget += part.over_budget
         total.search_ms += part.search_ms
+        total.outcomes += part.outcomes
     return total
 
 
 def report(results: dict[tuple[str, int], Scores], budgets: list[int]) -> None:
     print("| strategy | budget | overall | " + " | ".join(TYPES), end="")
-    print(" | prompt tokens mean / max | over budget | recall.search p50 / p95 ms |")
-    print("|" + "---|" * (6 + len(TYPES)))
+    print(
+        " | prompt tokens mean / max | over budget | recall.search p50 / p95 ms "
+        "| timed out / searches |"
+    )
+    print("|" + "---|" * (7 + len(TYPES)))
     for strategy in ("llm-bot (retrieval)", "last-N window"):
         for budget in budgets:
             s = results.get((strategy, budget))
@@ -322,7 +378,8 @@ def report(results: dict[tuple[str, int], Scores], budgets: list[int]) -> None:
             )
             print(
                 f"| {strategy} | {budget} | **{s.overall:.3f}** | {cells} | {tokens} | "
-                f"{s.over_budget} | {search} |"
+                f"{s.over_budget} | {search} | "
+                f"{s.outcomes['timeout']} / {sum(s.outcomes.values())} |"
             )
 
 
@@ -340,6 +397,7 @@ async def measure(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:
     )
     results: dict[tuple[str, int], list[Scores]] = defaultdict(list)
     imports: list[Imported] = []
+    asked: list[tuple[Question, str]] = []
     prompts = Prompts()
     async with model_thread(prompts) as model:
         for question in selected:
@@ -355,12 +413,20 @@ async def measure(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:
             )
             if args.formation_only:
                 continue
+            if args.in_flight > 1:
+                asked.append((question, user))
+                continue
             model.requests.clear()
             for budget in args.budgets:
                 scores = await ask(urls, prompts, model, question, user, budget, args)
                 results[("llm-bot (retrieval)", budget)].append(scores)
                 results[("last-N window", budget)].append(last_n(question, budget))
                 print(f"  @ {budget}: {scores.overall:.3f}", flush=True)
+        for budget in args.budgets if asked else ():
+            scores = await ask_together(urls, prompts, model, asked=asked, budget=budget, args=args)
+            results[("llm-bot (retrieval)", budget)].append(scores)
+            results[("last-N window", budget)] += [last_n(q, budget) for q, _ in asked]
+            print(f"  {len(asked)} questions @ {budget}: {scores.overall:.3f}", flush=True)
     print("\n" + formation_line("memory formation", imports) + "\n")
     if not args.formation_only:
         report({key: merge(parts) for key, parts in results.items()}, args.budgets)
@@ -385,6 +451,18 @@ def parse_args() -> argparse.Namespace:
         help="import the haystacks and report memory formation; ask no question",
     )
     parser.add_argument("--settle-timeout", type=float, default=600.0)
+    parser.add_argument(
+        "--in-flight",
+        type=int,
+        default=1,
+        help="above 1: every haystack imported first, then all questions asked on one new "
+        "service, this many outstanding at once (32: LLM_BOT_PREFETCH's default)",
+    )
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="no warm-up message: each user's first question meets its index not yet loaded",
+    )
     parser.add_argument("--log-level", default="warning")
     return parser.parse_args()
 
