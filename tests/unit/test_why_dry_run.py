@@ -70,7 +70,13 @@ class FakeIndex:
         self.queries: list[SearchQuery] = []
 
     async def search(
-        self, tenant_id: str, user_id: str, query: SearchQuery, *, model: str
+        self,
+        tenant_id: str,
+        user_id: str,
+        query: SearchQuery,
+        *,
+        model: str,
+        fresh_within: float | None = None,
     ) -> list[SearchHit]:
         self.queries.append(query)
         if query.max_tokens is None or query.token_count is None:
@@ -79,6 +85,9 @@ class FakeIndex:
 
     def loaded(self, tenant_id: str, user_id: str) -> bool:
         return True
+
+    def loading(self) -> int:
+        return 0
 
 
 def context(memory: FakeMemory, index: FakeIndex, *, input_budget: int) -> GraphContext:
