@@ -278,6 +278,7 @@ def recall_index(
         ttl_seconds=max(settings.long_term.retention_days, settings.memory.raw_trace_retention_days)
         * DAY_SECONDS,
         cache_entries=retrieval.cache_entries,
+        cache_bytes=retrieval.cache_mb * 1024 * 1024,
         on_behind=metrics.retrieval_copy_behind.inc if metrics is not None else None,
     )
 

@@ -196,10 +196,12 @@ class _Cached:
 class SnapshotCache:
     """The indexes this process searched lately, least recently used evicted first once
     they hold more than ``max_entries`` embeddings together (an entry's own and its
-    sentences', ``IndexSnapshot.weight``)."""
+    sentences', ``IndexSnapshot.weight``) or more than ``max_bytes`` (``IndexSnapshot.nbytes``:
+    embeddings, texts, terms and postings). The copy searched last always stays."""
 
-    def __init__(self, max_entries: int) -> None:
+    def __init__(self, max_entries: int, max_bytes: int | None = None) -> None:
         self.max_entries = max_entries
+        self.max_bytes = max_bytes
         self._items: OrderedDict[str, _Cached] = OrderedDict()
 
     def peek(self, scope: str) -> _Cached | None:
@@ -217,10 +219,20 @@ class SnapshotCache:
         self._items.pop(scope, None)
 
     def shrink(self) -> None:
-        total = sum(c.snapshot.weight for c in self._items.values() if c.snapshot is not None)
-        while total > self.max_entries and len(self._items) > 1:
+        held = [c.snapshot for c in self._items.values() if c.snapshot is not None]
+        total = sum(snapshot.weight for snapshot in held)
+        size = sum(snapshot.nbytes for snapshot in held)
+        limit = self.max_bytes if self.max_bytes is not None else size
+        while (total > self.max_entries or size > limit) and len(self._items) > 1:
             _, oldest = self._items.popitem(last=False)
-            total -= oldest.snapshot.weight if oldest.snapshot is not None else 0
+            if oldest.snapshot is not None:
+                total -= oldest.snapshot.weight
+                size -= oldest.snapshot.nbytes
+
+    @property
+    def nbytes(self) -> int:
+        """What the copies held take (``IndexSnapshot.nbytes``)."""
+        return sum(c.snapshot.nbytes for c in self._items.values() if c.snapshot is not None)
 
 
 @redis_failures_retryable
@@ -234,12 +246,13 @@ class RedisRecallIndex:
         keys: RedisKeys,
         ttl_seconds: int,
         cache_entries: int,
+        cache_bytes: int | None = None,
         on_behind: Callable[[], object] | None = None,
     ) -> None:
         self._redis = client
         self._keys = keys
         self._ttl = ttl_seconds
-        self._cache = SnapshotCache(cache_entries)
+        self._cache = SnapshotCache(cache_entries, cache_bytes)
         self._on_behind = on_behind
         """Called for each search of a copy whose refresh came too late (a metric)."""
         self._loads = asyncio.Semaphore(1)

@@ -205,7 +205,8 @@ class LongTermConfig:
 class RetrievalConfig:
     """Retrieval: the embedding model (``LLM_BOT_EMBEDDINGS``, ``LLM_BOT_EMBEDDING_*``), the
     search (``LLM_BOT_RETRIEVAL_*``, ``LLM_BOT_TOPIC_SIMILARITY``) and the index
-    (``LLM_BOT_RETRIEVAL_CACHE_ENTRIES``, ``QDRANT_URL``, ``QDRANT_API_KEY``)."""
+    (``LLM_BOT_RETRIEVAL_CACHE_ENTRIES``, ``LLM_BOT_RETRIEVAL_CACHE_MB``, ``QDRANT_URL``,
+    ``QDRANT_API_KEY``)."""
 
     embeddings: Literal["local", "openai", "off"]
     embedding_model: str | None
@@ -218,6 +219,7 @@ class RetrievalConfig:
     timeout_ms: int
     load_timeout_ms: int
     cache_entries: int
+    cache_mb: int
     qdrant_url: str | None
     qdrant_api_key: SecretStr | None
 
@@ -235,6 +237,7 @@ class RetrievalConfig:
             timeout_ms=settings.retrieval_timeout_ms,
             load_timeout_ms=settings.retrieval_load_timeout_ms,
             cache_entries=settings.retrieval_cache_entries,
+            cache_mb=settings.retrieval_cache_mb,
             qdrant_url=settings.qdrant_url,
             qdrant_api_key=settings.qdrant_api_key,
         )

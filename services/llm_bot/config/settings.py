@@ -199,6 +199,7 @@ class Settings(BaseSettings):
     retrieval_cache_entries: int = Field(
         200_000, ge=0, validation_alias=_env("LLM_BOT_RETRIEVAL_CACHE_ENTRIES")
     )
+    retrieval_cache_mb: int = Field(512, ge=0, validation_alias=_env("LLM_BOT_RETRIEVAL_CACHE_MB"))
     qdrant_url: str | None = Field(None, validation_alias=_env("QDRANT_URL"))
     qdrant_api_key: SecretStr | None = Field(None, validation_alias=_env("QDRANT_API_KEY"))
 

@@ -54,6 +54,7 @@ from __future__ import annotations
 import bisect
 import functools
 import math
+import sys
 import typing
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -173,6 +174,9 @@ class IndexSnapshot:
         """Each row's date as a day number (``date.toordinal``; 0: none)."""
         self._dating: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
         """Each row: whether its text says when something happened."""
+        self._entry_bytes = 0
+        """The entries' estimated bytes (``entry_bytes``) held, what ``nbytes`` adds to
+        the arrays'."""
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -181,6 +185,13 @@ class IndexSnapshot:
     def weight(self) -> int:
         """Embeddings held: one per entry plus its sentences' (what a copy costs)."""
         return self._embeddings.weight
+
+    @property
+    def nbytes(self) -> int:
+        """An estimate of the memory this copy holds: its embeddings and arrays exactly,
+        its entries by ``entry_bytes`` (what a byte budget on the copies counts)."""
+        arrays = self._capacity * (4 + 4 + 4 + 4 + 1)
+        return self._embeddings.nbytes + arrays + self._entry_bytes
 
     @property
     def entries(self) -> Sequence[IndexEntry]:
@@ -217,7 +228,9 @@ class IndexSnapshot:
             else:
                 self._unpost(row)
                 self._unsource(row)
+                self._entry_bytes -= entry_bytes(self._entries[row])
                 self._entries[row] = entry
+            self._entry_bytes += entry_bytes(entry)
             self._sourced.setdefault(entry.source_id, set()).add(row)
             zero = self._embeddings.put(row, vectors)
             self._floor[row] = 0.0 if zero else -np.inf
@@ -262,6 +275,7 @@ class IndexSnapshot:
         for row, (entry, _) in enumerate(batch, start=first):
             self._rows[entry.id] = row
             self._entries.append(entry)
+            self._entry_bytes += entry_bytes(entry)
             self._sourced.setdefault(entry.source_id, set()).add(row)
             self._post(row, entry.terms)
 
@@ -274,6 +288,7 @@ class IndexSnapshot:
             if row is None:
                 continue
             removed += 1
+            self._entry_bytes -= entry_bytes(self._entries[row])
             self._unpost(row)
             self._unsource(row)
             self._embeddings.drop(row)
@@ -448,6 +463,27 @@ class _Frequency(Mapping[str, int]):
 _Array = typing.TypeVar("_Array", bound=np.ndarray)
 
 
+ENTRY_OVERHEAD = 600
+"""Bytes an entry costs beyond its text and terms: its object, ids and the snapshot's
+maps. These constants were measured with tracemalloc on LongMemEval messages loaded as
+the Redis index loads them, and rounded up."""
+TERM_BYTES = 62
+"""Bytes a keyword term costs in its entry: its own string and the tuple's pointer."""
+POSTING_BYTES = 95
+"""Bytes a distinct term of an entry costs in the postings (its row's count)."""
+
+
+def entry_bytes(entry: IndexEntry) -> int:
+    """An estimate of what ``entry`` costs in a snapshot, besides its embeddings."""
+    terms = entry.terms
+    return (
+        sys.getsizeof(entry.text)
+        + TERM_BYTES * len(terms)
+        + POSTING_BYTES * len(set(terms))
+        + ENTRY_OVERHEAD
+    )
+
+
 def _resized(array: _Array, size: int) -> _Array:
     bigger = np.zeros(size, dtype=array.dtype)
     bigger[: len(array)] = array
@@ -479,6 +515,10 @@ class _Embeddings:
         """Entry row -> the block of its own embedding (the first of its rows there);
         absent when that embedding is zero."""
         self._count: dict[int, int] = {}
+
+    @property
+    def nbytes(self) -> int:
+        return sum(block.matrix.nbytes + block.owner.nbytes for block in self._blocks.values())
 
     def put(self, entry_row: int, vectors: Vector) -> bool:
         """``vectors`` (unit rows, the entry's own first) become ``entry_row``'s embeddings;
