@@ -470,6 +470,7 @@ def test_alert_rules_have_severity_summary_description_and_runbook() -> None:
     assert {r["alert"] for r in rules} == {
         "LlmBotHighErrorRatio",
         "LlmBotHighLatencyP95",
+        "LlmBotRecallSkipped",
         "LlmBotNoConsumers",
         "LlmBotDlqGrowing",
         "LlmBotStalled",
