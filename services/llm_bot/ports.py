@@ -209,9 +209,10 @@ class RecallIndex(Protocol):
         that long for the copy to catch up, then searches it as it stands (None: waits)."""
         ...
 
-    def loading(self) -> int:
-        """Whole-index loads under way or waiting in this process (0 for an engine that
-        searches server-side): each gets ``LLM_BOT_RETRIEVAL_LOAD_TIMEOUT_MS`` of its own."""
+    def loads_finished(self) -> int:
+        """Whole-index loads this process finished so far (0 for an engine that searches
+        server-side): a search waiting behind other users' loads times out only when none
+        finishes within ``LLM_BOT_RETRIEVAL_LOAD_TIMEOUT_MS`` (each load gets its own)."""
         ...
 
     def loaded(self, tenant_id: str, user_id: str) -> bool:

@@ -209,9 +209,9 @@ async def test_a_copy_whose_refresh_comes_late_is_searched_as_it_stands(
 async def test_loads_of_several_users_run_one_at_a_time_each_with_its_own_budget(
     client: aioredis.Redis,
 ) -> None:
-    """Users loading at once (a deploy) are loaded one at a time, first come first
-    served, and a search waiting for its load gets a load's budget for each load ahead of
-    it: every first search recalls, none waits for the others' loads to share the CPU."""
+    """Users loading at once (a deploy) are loaded one at a time, and a search waiting
+    behind others' loads times out only when none finishes within its budget: every
+    first search recalls, and each load is counted as finished."""
     users = [new_id("u") for _ in range(4)]
     tenant = new_id("t")
     for user in users:
@@ -231,7 +231,7 @@ async def test_loads_of_several_users_run_one_at_a_time_each_with_its_own_budget
     )
     assert [result.outcome for result in results] == ["searched"] * 4
     assert all("m|c1|e7" in [r.id for r in result.records] for result in results)
-    assert fresh.loading() == 0
+    assert fresh.loads_finished() == 4
 
 
 async def test_a_load_reads_whether_an_entry_says_when_from_the_index_not_its_text(

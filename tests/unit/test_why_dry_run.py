@@ -86,7 +86,7 @@ class FakeIndex:
     def loaded(self, tenant_id: str, user_id: str) -> bool:
         return True
 
-    def loading(self) -> int:
+    def loads_finished(self) -> int:
         return 0
 
 

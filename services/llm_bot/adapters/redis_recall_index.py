@@ -259,7 +259,7 @@ class RedisRecallIndex:
         """Whole-index loads, one at a time, first come first served: a load's time is its
         own, not shared with every other user loading at once (32 users after a deploy
         each finished last, past their budget; one at a time, each takes its own ~50 ms)."""
-        self._loading = 0
+        self._loads_finished = 0
         self._background: set[asyncio.Task[None]] = set()
         self._upsert = client.register_script(_UPSERT)
         self._remove = client.register_script(_REMOVE)
@@ -389,9 +389,9 @@ class RedisRecallIndex:
         if not task.cancelled() and task.exception() is not None:
             log.info("retrieval.refresh_failed", error=type(task.exception()).__name__)
 
-    def loading(self) -> int:
-        """Whole-index loads under way or waiting in this process."""
-        return self._loading
+    def loads_finished(self) -> int:
+        """Whole-index loads this process finished (or gave up) so far."""
+        return self._loads_finished
 
     def loaded(self, tenant_id: str, user_id: str) -> bool:
         """Whether this process holds a copy of the user's index (then a search checks it
@@ -407,12 +407,14 @@ class RedisRecallIndex:
         running = cached.refreshing
         if running is None or running.done():
             cached.refreshing = asyncio.create_task(self._refresh(tenant_id, user_id, cached))
+            cached.refreshing.add_done_callback(_retrieved)
             await asyncio.shield(cached.refreshing)
             return
         if cached.following is None:
             cached.following = asyncio.create_task(
                 self._follow(running, tenant_id, user_id, cached)
             )
+            cached.following.add_done_callback(_retrieved)
         await asyncio.shield(cached.following)
 
     async def _follow(
@@ -454,12 +456,11 @@ class RedisRecallIndex:
         """The whole index into a new snapshot, ``LOAD_PAGE`` entries per round trip and
         per parse, yielding to the event loop between pages; swapped in when complete.
         One load at a time in this process (``_loads``)."""
-        self._loading += 1
-        try:
-            async with self._loads:
+        async with self._loads:
+            try:
                 await self._load_now(tenant_id, user_id, cached)
-        finally:
-            self._loading -= 1
+            finally:
+                self._loads_finished += 1
 
     async def _load_now(self, tenant_id: str, user_id: str, cached: _Cached) -> None:
         meta, seq_key, doc, vec = (
@@ -497,6 +498,13 @@ class RedisRecallIndex:
         cached.epoch = _text(epoch) if epoch is not None else ""
         cached.seq = _text(upto) if upto is not None else "0"
         cached.model = _text(model) if model is not None else ""
+
+
+def _retrieved(task: asyncio.Task[None]) -> None:
+    """A refresh's failure is its waiting searches' (they raise it); one that every search
+    gave up on (their time budget) is not an unretrieved exception."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _pack(vectors: Vector) -> bytes:

@@ -258,17 +258,17 @@ class Retriever:
             return self._timed_out(query, topic, "embedding", self._settings.load_timeout_seconds)
         cold = not self._index.loaded(key.tenant_id, key.user_id)
         budget = max(self._settings.timeout_seconds, self._settings.load_timeout_seconds)
-        if cold:  # each load waiting before this one gets its budget too
-            budget *= 1 + self._index.loading()
+        searching = asyncio.ensure_future(
+            self.search_prepared(
+                query,
+                key,
+                exclude=exclude,
+                max_tokens=None if explain else self._settings.max_tokens,
+                fresh_within=self._settings.timeout_seconds,
+            )
+        )
         try:
-            async with asyncio.timeout(budget):
-                hits = await self.search_prepared(
-                    query,
-                    key,
-                    exclude=exclude,
-                    max_tokens=None if explain else self._settings.max_tokens,
-                    fresh_within=self._settings.timeout_seconds,
-                )
+            hits = await self._within(searching, budget)
         except TimeoutError:
             return self._timed_out(query, topic, "index_load" if cold else "search", budget)
         except LlmBotError as exc:
@@ -281,6 +281,26 @@ class Retriever:
         records = tuple(record_of(hit) for hit in hits)
         kept_topic = new_topic(vector, records) if vector is not None else None
         return Retrieval("searched", records, kept_topic, _since(query), candidates)
+
+    async def _within(
+        self, searching: asyncio.Future[list[SearchHit]], budget: float
+    ) -> list[SearchHit]:
+        """``searching``'s hits, given ``budget`` seconds, and ``budget`` more each time a
+        load of another user's index finished meanwhile (users loading at once after a
+        deploy are loaded one at a time: a search behind them waits while they progress,
+        and times out when no load finished within a whole budget)."""
+        finished = self._index.loads_finished()
+        try:
+            while True:
+                done, _ = await asyncio.wait({searching}, timeout=budget)
+                if done:
+                    return searching.result()
+                progress = self._index.loads_finished()
+                if progress == finished:
+                    raise TimeoutError
+                finished = progress
+        finally:
+            searching.cancel()
 
     def _timed_out(
         self, query: PreparedQuery, topic: TopicState | None, reason: TimeoutReason, budget: float
