@@ -118,13 +118,18 @@ async def export_memory(
         for user in users:
             record = await user_record(store, index, tenant_id, user, progress=progress)
             if record is not None:
-                out.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
+                out.write(dumped_line(record))
                 ticker.done += 1
             ticker.tick()
         ticker.tick(final=True)
         return ticker.done
     finally:
         await client.aclose()
+
+
+def dumped_line(record: dict[str, Any]) -> str:
+    """One line of the export: the record as compact JSON, then a newline."""
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
 async def user_record(
