@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
 
@@ -75,6 +75,12 @@ def entry_of(record: dict[str, Any]) -> IndexEntry:
     )
 
 
+class LineSink(Protocol):
+    """Where the export writes its lines (a text file, stdout)."""
+
+    def write(self, text: str, /) -> object: ...
+
+
 class _Ticker:
     """Progress on stderr at most once a second, and at the end: done, rate."""
 
@@ -99,7 +105,7 @@ async def export_memory(
     settings: Settings,
     tenant_id: str,
     user_id: str | None,
-    out: IO[str],
+    out: LineSink,
     *,
     progress: Progress,
 ) -> int:
@@ -177,12 +183,16 @@ async def import_memory(
     tenant_id: str,
     from_tenant: str | None,
     progress: Progress,
+    model: Embedder | None = None,
 ) -> ImportResult:
     """Import every line (see the module); a line of another tenant stops the import with
-    a ``ConfigurationError`` before anything of it is written."""
+    a ``ConfigurationError`` before anything of it is written. ``model``: the embedder
+    (default: the configured one, ``LLM_BOT_EMBEDDINGS``)."""
     _check_id(tenant_id, "--tenant")
-    metrics = Metrics(registry=CollectorRegistry())
-    model = embedder(settings, rate_limiter(settings.rate_limits, metrics))
+    owned = model is None
+    if model is None:
+        metrics = Metrics(registry=CollectorRegistry())
+        model = embedder(settings, rate_limiter(settings.rate_limits, metrics))
     client = redis_client(settings.redis)
     result = ImportResult()
     ticker = _Ticker(progress, "imported", None)
@@ -212,7 +222,7 @@ async def import_memory(
             progress("retrieval is off (LLM_BOT_EMBEDDINGS=off): no index entries imported")
         return result
     finally:
-        if model is not None:
+        if owned and model is not None:
             await model.aclose()
         await client.aclose()
 
