@@ -285,7 +285,8 @@ def _memory(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _transfer(args: argparse.Namespace, settings: Settings) -> int:
-    """``memory export`` (0) and ``memory import`` (0; 1 when a user was refused)."""
+    """``memory export`` (0; 1 when ``--user`` was left out: being erased) and ``memory
+    import`` (0; 1 when a user was refused)."""
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -297,12 +298,12 @@ def _transfer(args: argparse.Namespace, settings: Settings) -> int:
                 if args.output is not None
                 else sys.stdout
             )
-            asyncio.run(
+            written = asyncio.run(
                 memory_transfer.export_memory(
                     settings, args.tenant, args.user, out, progress=progress
                 )
             )
-        return 0
+        return 1 if args.user is not None and written == 0 else 0
     with contextlib.ExitStack() as stack:
         lines = (
             sys.stdin

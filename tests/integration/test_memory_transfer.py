@@ -9,8 +9,10 @@ file of another tenant unless told.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
+import sys
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,7 +24,7 @@ from llm_bot.adapters.redis_erasure import ErasureMarks
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.bootstrap import redis_client
 from llm_bot.config import ConfigurationError, Settings
-from llm_bot.entrypoints.memory_cli import show_memory
+from llm_bot.entrypoints.memory_cli import forget_memory, show_memory
 from llm_bot.entrypoints.memory_transfer import export_memory, import_memory
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.fake_model.memory_prompts import memory_responder
@@ -34,6 +36,7 @@ from tests.support.checks import key_text
 from tests.support.conversations import finalized, say_and_end
 from tests.support.events import conversation_event, new_id
 from tests.support.harness import bot, running_worker, settings_for_test
+from tests.support.processes import settings_env
 from tests.support.services import ServiceUrls
 
 pytestmark = pytest.mark.integration
@@ -173,3 +176,46 @@ async def test_import_refuses_another_tenant_unless_told_and_a_user_being_erased
         await marks.end(tenant, user, erasure)
         await redis.aclose()
     assert (refused.imported, refused.refused) == (0, 1)
+
+
+async def _cli(settings: Settings, *args: str) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "llm_bot",
+        "memory",
+        *args,
+        env=settings_env(settings),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    return int(process.returncode or 0), out.decode(), err.decode()
+
+
+async def test_the_commands_export_to_a_file_and_import_it_and_skip_erased_users(
+    make_settings: Callable[..., Settings], fake_model: FakeModelServer, tmp_path: Path
+) -> None:
+    settings = make_settings(embeddings="off", log_format="json")
+    tenant, kept, erased = new_id("t"), new_id("u"), new_id("u")
+    async with bot(settings) as (_, client):
+        for user in (kept, erased):
+            await client.publish(conversation_event(ConversationKey(tenant, user, "c1"), "hi"))
+            await client.next_candidate()
+    await forget_memory(settings, tenant, erased, "*")  # only its erasure mark is left
+    path = tmp_path / "memory.jsonl"
+
+    status, _, err = await _cli(settings, "export", "--tenant", tenant, "-o", str(path))
+    assert status == 0, err
+    assert "exported 1/2 users" in err  # progress on stderr; the erased user left out
+    assert [json.loads(line)["user"] for line in path.read_text().splitlines()] == [kept]
+
+    other = new_id("t")
+    status, _, err = await _cli(settings, "import", str(path), "--tenant", other)
+    assert status == 2
+    assert err.strip().splitlines()[-1].startswith("llm-bot: line 1 holds tenant")
+    status, out, err = await _cli(
+        settings, "import", str(path), "--tenant", other, "--from-tenant", tenant
+    )
+    assert (status, out.strip()) == (0, "imported 1 users (0 index entries re-embedded)"), err
+    assert (await show_memory(settings, ConversationKey(other, kept, "c1")))["last_turn"] == 1

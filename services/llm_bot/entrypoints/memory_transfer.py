@@ -123,7 +123,7 @@ async def export_memory(
         ticker = _Ticker(progress, "exported", len(users))
         for user in users:
             record = await user_record(store, index, tenant_id, user, progress=progress)
-            if record is not None:
+            if record is not None and (user_id is not None or holds_memory(record)):
                 out.write(dumped_line(record))
                 ticker.done += 1
             ticker.tick()
@@ -131,6 +131,17 @@ async def export_memory(
         return ticker.done
     finally:
         await client.aclose()
+
+
+def holds_memory(record: dict[str, Any]) -> bool:
+    """Whether an export line holds anything (a tenant's export leaves out users of whom
+    only an erasure mark is left)."""
+    long_term = record["long_term"]
+    return bool(
+        record["conversations"]
+        or record["index"]["entries"]
+        or any(long_term[kind] for kind in ("profile", "facts", "episodes", "events"))
+    )
 
 
 def dumped_line(record: dict[str, Any]) -> str:
@@ -148,16 +159,19 @@ async def user_record(
 ) -> dict[str, Any] | None:
     """One user's line of the export (None while the user is being erased)."""
     try:
-        await store.erasure(tenant_id, user_id)
+        erasure = await store.erasure(tenant_id, user_id)
+        memory = await store.read(tenant_id, user_id)
+        model, entries = (
+            await index.entries(tenant_id, user_id)
+            if isinstance(index, RedisRecallIndex)
+            else (None, [])
+        )
+        unchanged = await store.erasure(tenant_id, user_id) == erasure  # not erased meanwhile
     except ErasedMeanwhile:
+        unchanged = False
+    if not unchanged:
         progress(f"{tenant_id}/{user_id}: left out: an erasure of this user is in progress")
         return None
-    memory = await store.read(tenant_id, user_id)
-    model, entries = (
-        await index.entries(tenant_id, user_id)
-        if isinstance(index, RedisRecallIndex)
-        else (None, [])
-    )
     return {
         "format": FORMAT,
         "version": VERSION,
