@@ -184,7 +184,9 @@ async def test_the_settings_of_every_master_are_read(
     client = redis_client(settings.redis)
     registry = CollectorRegistry()
     try:
-        nodes = await check_redis_durability(client, settings.redis, registry=registry)
+        checked = await check_redis_durability(client, settings.redis)
+        checked.report(registry=registry)
+        nodes = checked.nodes
     finally:
         await client.aclose()
     masters = {f"127.0.0.1:{port}" for port in redis_cluster.masters()}

@@ -100,13 +100,14 @@ async def test_require_refuses_what_warn_accepts_and_aof_everysec_is_durable(
                 assert facts.values["appendfsync"] == "everysec"
                 registry = CollectorRegistry()
                 if durable:
-                    await check_redis_durability(client, settings.redis, registry=registry)
+                    checked = await check_redis_durability(client, settings.redis)
+                    checked.report(registry=registry)
                     value = registry.get_sample_value(
                         "llmbot_redis_durable", {"node": f"127.0.0.1:{server.port}"}
                     )
                     assert value == 1.0
                 else:
                     with pytest.raises(ConfigurationError, match="appendonly no"):
-                        await check_redis_durability(client, settings.redis, registry=registry)
+                        await check_redis_durability(client, settings.redis)
             finally:
                 await client.aclose()

@@ -4,11 +4,12 @@ settings are refused, warned about or accepted, under each ``LLM_BOT_REDIS_DURAB
 from __future__ import annotations
 
 import pytest
+from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
 from llm_bot.adapters.redis_settings import NodeSettings
 from llm_bot.config import ConfigurationError
-from llm_bot.entrypoints.redis_durability import apply_rule, describe
+from llm_bot.entrypoints.redis_durability import RedisDurability, apply_rule, describe
 
 AOF = {"appendonly": "yes", "appendfsync": "everysec", "save": "", "maxmemory-policy": ""}
 
@@ -42,10 +43,13 @@ def test_every_eviction_policy_but_noeviction_is_refused(policy: str, durability
 
 
 def test_a_durable_node_passes_silently() -> None:
+    registry = CollectorRegistry()
+    nodes = [_node(), _node(appendfsync="always")]
     with capture_logs() as logs:
-        apply_rule([_node()], "require")
-        apply_rule([_node(appendfsync="always")], "require")
+        apply_rule(nodes, "require")
+        RedisDurability(nodes=nodes, durability="require").report(registry=registry)
     assert logs == []
+    assert registry.get_sample_value("llmbot_redis_durable", {"node": "10.0.0.1:6379"}) == 1.0
 
 
 @pytest.mark.parametrize(
@@ -62,9 +66,12 @@ def test_a_node_that_is_not_durable_is_warned_about_or_refused(
     node = _node(**values)
     assert not node.durable
     assert describe(node) == settings
+    registry = CollectorRegistry()
     with capture_logs() as logs:
-        apply_rule([node], "warn")
+        apply_rule([node], "warn")  # accepted
+        RedisDurability(nodes=[node], durability="warn").report(registry=registry)
     assert [(log["event"], log["settings"]) for log in logs] == [("redis.not_durable", settings)]
+    assert registry.get_sample_value("llmbot_redis_durable", {"node": "10.0.0.1:6379"}) == 0.0
     with pytest.raises(ConfigurationError, match="appendonly yes and appendfsync everysec"):
         apply_rule([node], "require")
 
@@ -72,7 +79,8 @@ def test_a_node_that_is_not_durable_is_warned_about_or_refused(
 def test_a_node_that_refuses_config_get_is_warned_about_or_refused() -> None:
     node = NodeSettings(node="managed:6379", values={}, error="unknown command 'CONFIG'")
     with capture_logs() as logs:
-        apply_rule([node], "warn")
+        apply_rule([node], "warn")  # accepted
+        RedisDurability(nodes=[node], durability="warn").report(registry=CollectorRegistry())
     assert [log["event"] for log in logs] == ["redis.settings_unreadable"]
     assert not node.can_evict
     assert not node.durable

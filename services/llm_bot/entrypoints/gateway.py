@@ -241,12 +241,11 @@ async def run_gateway(settings: Settings) -> None:
     try:
         if gateway.redis is not None:  # token budgets: their spend lives in Redis
             try:
-                await check_redis_durability(
-                    gateway.redis, settings.redis, registry=gateway.metrics.registry
-                )
+                durability = await check_redis_durability(gateway.redis, settings.redis)
             except BaseException:
                 await gateway.close()
                 raise
+            durability.report(registry=gateway.metrics.registry)
         await gateway.serve()
     finally:
         log.info("gateway.stopped")

@@ -11,11 +11,13 @@ docs/deployment.md "Redis for memory").
 - ``off``: read nothing (a managed Redis that forbids ``CONFIG GET``, its settings checked
   by hand).
 
-A refusal is a ``ConfigurationError``: one line naming the setting, the node and the fix.
+A refusal is a ``ConfigurationError``: one line naming the setting, the node and the fix,
+before the process serves anything. The warnings and the gauge come once it started.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import structlog
@@ -32,63 +34,85 @@ log = structlog.get_logger(__name__)
 DOCS = "docs/deployment.md#redis-for-memory"
 
 
-async def check_redis_durability(
-    client: RedisClient, config: RedisConfig, *, registry: CollectorRegistry | None
-) -> list[NodeSettings]:
-    """Read every master's settings and apply the rule; returns what was read (nothing
-    with ``off``). Sets ``llmbot_redis_durable`` in ``registry`` when one is given."""
+async def check_redis_durability(client: RedisClient, config: RedisConfig) -> RedisDurability:
+    """Read every master's settings and refuse (``ConfigurationError``) what the rule
+    refuses; what it warns about is reported by :meth:`RedisDurability.report`, once the
+    process started (so a dependency that fails later still fails in one line)."""
     if config.durability == "off":
-        log.info("redis.durability_not_checked", setting="LLM_BOT_REDIS_DURABILITY=off")
-        return []
+        return RedisDurability(nodes=[], durability="off")
     nodes = await read_node_settings(client, label=node_label(config))
-    metrics = RedisDurabilityMetrics(registry=registry) if registry is not None else None
     apply_rule(nodes, config.durability)
-    for node in nodes:
-        if metrics is not None and node.readable:
-            metrics.durable.labels(node.node).set(1 if node.durable else 0)
-    return nodes
+    return RedisDurability(nodes=nodes, durability=config.durability)
+
+
+@dataclass(frozen=True)
+class RedisDurability:
+    """What was read at start, accepted by the rule."""
+
+    nodes: list[NodeSettings]
+    durability: str
+
+    def report(self, *, registry: CollectorRegistry | None) -> None:
+        """Warn once per master that is not durable or could not be read, and set
+        ``llmbot_redis_durable`` per master in ``registry`` (when given)."""
+        if self.durability == "off":
+            log.info("redis.durability_not_checked", setting="LLM_BOT_REDIS_DURABILITY=off")
+            return
+        metrics = RedisDurabilityMetrics(registry=registry) if registry is not None else None
+        for node in self.nodes:
+            if not node.readable:
+                _warn_unreadable(node)
+                continue
+            if metrics is not None:
+                metrics.durable.labels(node.node).set(1 if node.durable else 0)
+            if not node.durable:
+                _warn_not_durable(node)
 
 
 def apply_rule(nodes: list[NodeSettings], durability: str) -> None:
-    """Refuse (``ConfigurationError``) or warn, once per node, as the module says."""
+    """Refuse (``ConfigurationError``, one line) what ``durability`` does not accept: an
+    eviction policy but ``noeviction`` always; with ``require``, a master that is not
+    durable or whose settings cannot be read too."""
     for node in nodes:
-        if not node.readable:
-            _unreadable(node, durability)
-        elif node.can_evict:
+        if node.can_evict:
             raise ConfigurationError(
                 f"Redis at {node.node} has maxmemory-policy {node.eviction_policy}, which "
                 "deletes users' memory, leases and waiting work when memory runs short; set "
                 f"maxmemory-policy noeviction ({DOCS})"
             )
+    if durability != "require":
+        return
     for node in nodes:
-        if node.readable and not node.durable:
-            if durability == "require":
-                raise ConfigurationError(
-                    f"Redis at {node.node} is not durable ({describe(node)}): a restart "
-                    "loses users' memory; set appendonly yes and appendfsync everysec, or "
-                    f"LLM_BOT_REDIS_DURABILITY=warn for a Redis you may lose ({DOCS})"
-                )
-            log.warning(
-                "redis.not_durable",
-                node=node.node,
-                settings=describe(node),
-                loses=(
-                    "everything at a restart"
-                    if not node.persists
-                    else "what was written since the last snapshot or fsync"
-                ),
-                fix="appendonly yes, appendfsync everysec",
-                docs=DOCS,
+        if not node.readable:
+            raise ConfigurationError(
+                f"Redis at {node.node} refused CONFIG GET ({node.error}), so its persistence "
+                "and eviction cannot be checked; allow CONFIG GET to llm-bot's Redis user, or "
+                f"check them by hand and set LLM_BOT_REDIS_DURABILITY=off ({DOCS})"
+            )
+        if not node.durable:
+            raise ConfigurationError(
+                f"Redis at {node.node} is not durable ({describe(node)}): a restart "
+                "loses users' memory; set appendonly yes and appendfsync everysec, or "
+                f"LLM_BOT_REDIS_DURABILITY=warn for a Redis you may lose ({DOCS})"
             )
 
 
-def _unreadable(node: NodeSettings, durability: str) -> None:
-    if durability == "require":
-        raise ConfigurationError(
-            f"Redis at {node.node} refused CONFIG GET ({node.error}), so its persistence "
-            "and eviction cannot be checked; allow CONFIG GET to llm-bot's Redis user, or "
-            f"check them by hand and set LLM_BOT_REDIS_DURABILITY=off ({DOCS})"
-        )
+def _warn_not_durable(node: NodeSettings) -> None:
+    log.warning(
+        "redis.not_durable",
+        node=node.node,
+        settings=describe(node),
+        loses=(
+            "everything at a restart"
+            if not node.persists
+            else "what was written since the last snapshot or fsync"
+        ),
+        fix="appendonly yes, appendfsync everysec",
+        docs=DOCS,
+    )
+
+
+def _warn_unreadable(node: NodeSettings) -> None:
     log.warning(
         "redis.settings_unreadable",
         node=node.node,

@@ -36,11 +36,10 @@ async def run_consumer(settings: Settings) -> None:
     )
     try:
         await check_redis(service.redis)
-        await check_redis_durability(
-            service.redis, settings.redis, registry=service.metrics.registry
-        )
+        durability = await check_redis_durability(service.redis, settings.redis)
         await health.start()
         await service.consumer.start()
+        durability.report(registry=service.metrics.registry)
         freeze_startup_heap()
         log.info(
             "service.ready",

@@ -40,9 +40,10 @@ async def run_worker(settings: Settings) -> None:
     sweeper: asyncio.Task[None] | None = None
     try:
         await check_redis(worker.redis)
-        await check_redis_durability(worker.redis, settings.redis, registry=worker.metrics.registry)
+        durability = await check_redis_durability(worker.redis, settings.redis)
         await health.start()
         await worker.consumer.start()
+        durability.report(registry=worker.metrics.registry)
         freeze_startup_heap()
         sweeper = asyncio.create_task(
             sweep_forever(

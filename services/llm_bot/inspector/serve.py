@@ -45,7 +45,7 @@ async def run_inspector(settings: Settings) -> None:
     inspector = build_inspector(settings)
     try:
         await check_redis(inspector.base.redis)
-        await check_redis_durability(inspector.base.redis, settings.redis, registry=None)
+        (await check_redis_durability(inspector.base.redis, settings.redis)).report(registry=None)
         config = uvicorn.Config(
             create_app(inspector),
             host=listen.host,
