@@ -20,6 +20,7 @@ from llm_bot.entrypoints import memory_cli
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.fake_model.memory_prompts import memory_responder
 from llm_bot.memory.working import ConversationKey
+from tests.integration.test_transcript_import import acked
 from tests.support.checks import assert_one_candidate_id_per_event, collect_candidates, key_text
 from tests.support.events import conversation_event, message_event, new_id
 from tests.support.harness import bot, running_worker, settings_for_test
@@ -120,3 +121,55 @@ async def test_no_key_of_a_forgotten_user_survives_on_one_server(
         )
     finally:
         client.close()
+
+
+async def test_what_the_user_said_before_the_forget_is_not_recorded_after_it(
+    service_urls: ServiceUrls,
+) -> None:
+    """Six messages of one conversation wait behind each other in the fair queue (a slow
+    model) when the ``memory.forget`` comes, which is processed at once: the one in flight
+    and the five waiting are skipped when their turn comes (made before the erasure), so
+    nothing of them is recorded after it; a message made after the forget is answered and
+    remembered as usual."""
+    async with FakeModelServer() as model:
+        model.set_latency(0.3)
+        settings = settings_for_test(
+            service_urls, model.base_url, retry_base_seconds=0.05, embeddings="off"
+        )
+        keys = RedisKeys(prefix=settings.redis_key_prefix)
+        key = ConversationKey(new_id("t"), new_id("u"), new_id("c"))
+        client = redis.Redis.from_url(settings.redis_url.get_secret_value())
+        try:
+            async with bot(settings) as (service, integrator):
+                for n in range(6):
+                    await integrator.publish(conversation_event(key, f"my secret is {n}"))
+                await asyncio.sleep(0.2)  # the first one is with the model
+                await integrator.publish(
+                    message_event(
+                        tenant=key.tenant_id,
+                        user=key.user_id,
+                        conversation="*",
+                        text=None,
+                        event_type="memory.forget",
+                    )
+                )
+                await acked(integrator, service, events=7)
+                left = {
+                    key_text(name)
+                    for name in client.scan_iter(
+                        match=keys.user_pattern(key.tenant_id, key.user_id)
+                    )
+                }
+                assert left == {keys.erasure(key.tenant_id, key.user_id)}
+                assert integrator.candidates.empty()
+                skipped = service.metrics.registry.get_sample_value(
+                    "llmbot_events_total", {"outcome": "skip"}
+                )
+                assert skipped == 6.0
+
+                await integrator.publish(conversation_event(key, "hello again"))
+                reply = await integrator.next_candidate()
+                assert reply.body["text"]
+                assert client.exists(keys.conversation_meta(key))
+        finally:
+            client.close()
