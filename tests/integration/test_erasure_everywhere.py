@@ -1,8 +1,10 @@
 """After ``memory.forget``, no key of the forgotten user is left on any master within 5 s
 but the erasure mark (SPEC 5.8; docs/memory.md "Erasure"): the ``evt`` records (each
 event's turn and reply) and the retrieval index (``idx:doc``, the messages' text)
-included, with the memory worker's jobs of those users still in flight. The same check on
-a Redis Cluster of 3 masters (every master scanned) and on one server.
+included, with the memory worker's jobs of those users still in flight, and with the
+user's messages still waiting in the fair queue (made before the forget: skipped, never
+recorded). The same checks on a Redis Cluster of 3 masters (every master scanned) and on
+one server.
 """
 
 from __future__ import annotations
@@ -123,8 +125,8 @@ async def test_no_key_of_a_forgotten_user_survives_on_one_server(
         client.close()
 
 
-async def test_what_the_user_said_before_the_forget_is_not_recorded_after_it(
-    service_urls: ServiceUrls,
+async def _said_before_the_forget(
+    service_urls: ServiceUrls, redis_url: str, names_of: Callable[[str], set[str]]
 ) -> None:
     """Six messages of one conversation wait behind each other in the fair queue (a slow
     model) when the ``memory.forget`` comes, which is processed at once: the one in flight
@@ -134,42 +136,62 @@ async def test_what_the_user_said_before_the_forget_is_not_recorded_after_it(
     async with FakeModelServer() as model:
         model.set_latency(0.3)
         settings = settings_for_test(
-            service_urls, model.base_url, retry_base_seconds=0.05, embeddings="off"
+            service_urls,
+            model.base_url,
+            redis_url=redis_url,
+            retry_base_seconds=0.05,
+            embeddings="off",
         )
         keys = RedisKeys(prefix=settings.redis_key_prefix)
         key = ConversationKey(new_id("t"), new_id("u"), new_id("c"))
-        client = redis.Redis.from_url(settings.redis_url.get_secret_value())
-        try:
-            async with bot(settings) as (service, integrator):
-                for n in range(6):
-                    await integrator.publish(conversation_event(key, f"my secret is {n}"))
-                await asyncio.sleep(0.2)  # the first one is with the model
-                await integrator.publish(
-                    message_event(
-                        tenant=key.tenant_id,
-                        user=key.user_id,
-                        conversation="*",
-                        text=None,
-                        event_type="memory.forget",
-                    )
+        async with bot(settings) as (service, integrator):
+            for n in range(6):
+                await integrator.publish(conversation_event(key, f"my secret is {n}"))
+            await asyncio.sleep(0.2)  # the first one is with the model
+            await integrator.publish(
+                message_event(
+                    tenant=key.tenant_id,
+                    user=key.user_id,
+                    conversation="*",
+                    text=None,
+                    event_type="memory.forget",
                 )
-                await acked(integrator, service, events=7)
-                left = {
-                    key_text(name)
-                    for name in client.scan_iter(
-                        match=keys.user_pattern(key.tenant_id, key.user_id)
-                    )
-                }
-                assert left == {keys.erasure(key.tenant_id, key.user_id)}
-                assert integrator.candidates.empty()
-                skipped = service.metrics.registry.get_sample_value(
-                    "llmbot_events_total", {"outcome": "skip"}
-                )
-                assert skipped == 6.0
+            )
+            await acked(integrator, service, events=7)
+            left = names_of(keys.user_pattern(key.tenant_id, key.user_id))
+            assert left == {keys.erasure(key.tenant_id, key.user_id)}
+            assert integrator.candidates.empty()
+            skipped = service.metrics.registry.get_sample_value(
+                "llmbot_events_total", {"outcome": "skip"}
+            )
+            assert skipped == 6.0
 
-                await integrator.publish(conversation_event(key, "hello again"))
-                reply = await integrator.next_candidate()
-                assert reply.body["text"]
-                assert client.exists(keys.conversation_meta(key))
-        finally:
-            client.close()
+            await integrator.publish(conversation_event(key, "hello again"))
+            reply = await integrator.next_candidate()
+            assert reply.body["text"]
+            assert keys.conversation_meta(key) in names_of(
+                keys.user_pattern(key.tenant_id, key.user_id)
+            )
+
+
+async def test_what_the_user_said_before_the_forget_is_not_recorded_after_it(
+    service_urls: ServiceUrls,
+) -> None:
+    client = redis.Redis.from_url(service_urls.redis_url)
+    try:
+        await _said_before_the_forget(
+            service_urls,
+            service_urls.redis_url,
+            lambda pattern: {
+                key_text(name) for name in client.scan_iter(match=pattern, count=1000)
+            },
+        )
+    finally:
+        client.close()
+
+
+@pytest.mark.cluster
+async def test_what_the_user_said_before_the_forget_is_not_recorded_after_it_on_a_cluster(
+    service_urls: ServiceUrls, redis_cluster: RedisClusterNodes
+) -> None:
+    await _said_before_the_forget(service_urls, redis_cluster.url, redis_cluster.keys_everywhere)
