@@ -1,5 +1,5 @@
 """The rule applied to Redis's persistence and eviction settings when a process starts
-(``run``, ``worker``, ``gateway`` with token budgets, ``inspect serve``; SPEC 7.2.1,
+(``run``, ``worker``, ``gateway`` with token budgets, ``inspect``; SPEC 7.2.1,
 docs/deployment.md "Redis for memory").
 
 ``LLM_BOT_REDIS_DURABILITY`` chooses how strict it is:
