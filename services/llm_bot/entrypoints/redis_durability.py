@@ -7,7 +7,8 @@ docs/deployment.md "Redis for memory").
 - ``warn`` (the default): refuse an eviction policy other than ``noeviction`` (it deletes
   memory, leases and waiting work by itself, silently); start, with one warning and
   ``llmbot_redis_durable`` 0, on a master that is not durable (a development Redis);
-- ``require``: refuse both (the shipped compose and Kubernetes manifests set it);
+- ``require``: refuse both, and a master whose settings cannot be read (the shipped
+  compose sets it);
 - ``off``: read nothing (a managed Redis that forbids ``CONFIG GET``, its settings checked
   by hand).
 
