@@ -1,10 +1,12 @@
 """The ``llm-bot`` command line: run, worker, gateway, inspect, demo, memory
-show|why|forget|fact remove|fact correct|reindex, dlq list|replay, schemas, fake-model."""
+show|why|forget|fact remove|fact correct|reindex|export|import, dlq list|replay, schemas,
+fake-model."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import re
 import secrets
@@ -17,7 +19,7 @@ from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.config import ConfigurationError, Settings, load_settings
 from llm_bot.contract.identifiers import ID_PATTERN
 from llm_bot.contract.schema_export import stale_schemas, write_schemas
-from llm_bot.entrypoints import dlq_cli, memory_cli, recall_cli
+from llm_bot.entrypoints import dlq_cli, memory_cli, memory_transfer, recall_cli
 from llm_bot.entrypoints.demo import run_demo
 from llm_bot.entrypoints.gateway import run_gateway
 from llm_bot.entrypoints.run import run_consumer
@@ -109,6 +111,8 @@ def _parser() -> argparse.ArgumentParser:
         "--rebuild", action="store_true", help="drop and rebuild (after changing the model)"
     )
 
+    _add_transfer_actions(memory_commands)
+
     dlq = commands.add_parser("dlq", help="list or replay dead-lettered events")
     _add_dlq_actions(dlq)
 
@@ -134,6 +138,28 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def _add_transfer_actions(
+    memory_commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    export = memory_commands.add_parser(
+        "export", help="write a user's or a tenant's memory as JSON Lines (one user a line)"
+    )
+    export.add_argument("--tenant", required=True)
+    export.add_argument("--user", help="only this user (default: every user of the tenant)")
+    export.add_argument(
+        "--output", "-o", type=Path, help="write to this file (default: standard output)"
+    )
+    imported = memory_commands.add_parser(
+        "import", help="put back memory written by memory export (re-embeds the index)"
+    )
+    imported.add_argument("file", type=Path, help="the JSON Lines file ('-': standard input)")
+    imported.add_argument("--tenant", required=True, help="the tenant to import into")
+    imported.add_argument(
+        "--from-tenant",
+        help="accept lines of this other tenant (its users move into --tenant)",
+    )
 
 
 def _add_fact_actions(memory_commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -237,6 +263,8 @@ def _memory(args: argparse.Namespace, settings: Settings) -> int:
         print(json.dumps(data, indent=2, ensure_ascii=False) if args.json else render_why(data))
     elif args.memory_command == "fact":
         return _fact(args, settings)
+    elif args.memory_command in ("export", "import"):
+        return _transfer(args, settings)
     elif args.memory_command == "reindex":
         if args.user and not args.tenant:
             raise ConfigurationError("memory reindex: --user needs --tenant")
@@ -254,6 +282,48 @@ def _memory(args: argparse.Namespace, settings: Settings) -> int:
         )
         print(f"erased {deleted} keys")
     return 0
+
+
+def _transfer(args: argparse.Namespace, settings: Settings) -> int:
+    """``memory export`` (0; 1 when ``--user`` was left out: being erased) and ``memory
+    import`` (0; 1 when a user was refused)."""
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    if args.memory_command == "export":
+        with contextlib.ExitStack() as stack:
+            out = (
+                stack.enter_context(args.output.open("w", encoding="utf-8"))
+                if args.output is not None
+                else sys.stdout
+            )
+            written = asyncio.run(
+                memory_transfer.export_memory(
+                    settings, args.tenant, args.user, out, progress=progress
+                )
+            )
+        return 1 if args.user is not None and written == 0 else 0
+    with contextlib.ExitStack() as stack:
+        lines = (
+            sys.stdin
+            if str(args.file) == "-"
+            else stack.enter_context(args.file.open(encoding="utf-8"))
+        )
+        result = asyncio.run(
+            memory_transfer.import_memory(
+                settings,
+                lines,
+                tenant_id=args.tenant,
+                from_tenant=args.from_tenant,
+                progress=progress,
+            )
+        )
+    print(
+        f"imported {result.imported} users ({result.index_entries} index entries re-embedded)"
+        + (f"; refused {result.refused} (erasure in progress)" if result.refused else "")
+    )
+    return 1 if result.refused else 0
 
 
 def _fact(args: argparse.Namespace, settings: Settings) -> int:

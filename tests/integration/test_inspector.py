@@ -4,6 +4,7 @@ XSS payloads rendered as text, and forgetting a conversation through the CLI's c
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
@@ -116,6 +117,7 @@ async def test_a_key_for_another_tenant_gets_404_everywhere(
             f"{conversation}/why?message=hi",
             f"{conversation}/forget",
             f"{base}/forget",
+            f"{base}/export",
             f"{base}/f/fact_0123/remove",
             f"{base}/f/fact_0123/correct",
             "/dlq",
@@ -155,6 +157,38 @@ async def test_a_post_without_the_csrf_token_is_refused(
         inspector.metrics.registry.get_sample_value(
             "llmbot_inspector_actions_total",
             {"action": "forget_conversation", "outcome": "done"},
+        )
+        == 1.0
+    )
+
+
+async def test_the_user_page_offers_the_export_as_an_audited_download(
+    inspector: Inspector, seeded: tuple[Settings, Seeded]
+) -> None:
+    """The user page links the download; it is the user's line of ``llm-bot memory
+    export`` (their conversations, facts and index entries), counted as an action."""
+    _, user = seeded
+    base = f"/t/{user.tenant_id}/u/{user.user_id}"
+    async with client_for(inspector) as client:
+        await login(client, KEY_ALL)
+        assert f'href="{base}/export"' in (await client.get(base)).text
+        response = await client.get(f"{base}/export")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("application/x-ndjson")
+    assert response.headers["content-disposition"].startswith("attachment;")
+    (line,) = response.text.splitlines()
+    record = json.loads(line)
+    assert (record["format"], record["tenant"], record["user"]) == (
+        "llm-bot.memory",
+        user.tenant_id,
+        user.user_id,
+    )
+    conversations = {c["id"] for c in record["conversations"]}
+    assert {user.first.conversation_id, user.second.conversation_id} <= conversations
+    assert PLANTED in json.dumps(record["long_term"]["facts"])
+    assert (
+        inspector.metrics.registry.get_sample_value(
+            "llmbot_inspector_actions_total", {"action": "export_user", "outcome": "done"}
         )
         == 1.0
     )

@@ -13,11 +13,14 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 
 import pytest
+from prometheus_client import CollectorRegistry
 from redis.asyncio.cluster import RedisCluster
 
 from llm_bot.adapters.redis_keys import RedisKeys
+from llm_bot.bootstrap import redis_client
 from llm_bot.config import Settings
 from llm_bot.entrypoints import memory_cli, recall_cli
+from llm_bot.entrypoints.redis_durability import check_redis_durability
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.fake_model.memory_prompts import memory_responder
 from llm_bot.memory.working import ConversationKey
@@ -168,3 +171,26 @@ async def test_a_primary_failover_mid_stream_loses_nothing(
     assert_one_candidate_id_per_event(received, every_id)
     for key in conversations:
         await assert_memory_turns_exactly_once(settings, key, [str(e["id"]) for e in events[key]])
+
+
+async def test_the_settings_of_every_master_are_read(
+    cluster_settings: Callable[..., Settings],
+    fake_model: FakeModelServer,
+    redis_cluster: RedisClusterNodes,
+) -> None:
+    """Persistence and eviction are read on each of the 3 masters, by its own address
+    (the cluster keeps nothing: warned about, the gauge 0 per master)."""
+    settings = cluster_settings(fake_model)
+    client = redis_client(settings.redis)
+    registry = CollectorRegistry()
+    try:
+        checked = await check_redis_durability(client, settings.redis)
+        checked.report(registry=registry)
+        nodes = checked.nodes
+    finally:
+        await client.aclose()
+    masters = {f"127.0.0.1:{port}" for port in redis_cluster.masters()}
+    assert {node.node for node in nodes} == masters
+    assert all(node.eviction_policy == "noeviction" and not node.persists for node in nodes)
+    for node in masters:
+        assert registry.get_sample_value("llmbot_redis_durable", {"node": node}) == 0.0

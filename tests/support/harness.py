@@ -45,6 +45,9 @@ def settings_for_test(urls: ServiceUrls, model_base_url: str, **overrides: Any) 
         "redis_key_prefix": TEST_KEY_PREFIX,
         "amqp_url": urls.amqp_url,
         "redis_url": urls.redis_url,
+        # The machine's and CI's Redis keep nothing (--save "" --appendonly no): tests
+        # start on it with a warning, never refused for it (docs/deployment.md).
+        "redis_durability": "warn",
         "openai_base_url": model_base_url,
         "openai_api_key": "test-key",
         "openai_model": "fake-model",

@@ -109,7 +109,9 @@ class InMemoryMemoryStore(_Recording):
         ordered = sorted(self._traces.get(key, {}).items(), key=lambda item: (item[1][0], item[0]))
         return [message for _, (_, message) in ordered]
 
-    async def forget_conversation(self, key: ConversationKey) -> int:
+    async def forget_conversation(
+        self, key: ConversationKey, *, before: float | None = None
+    ) -> int:
         """Erase one conversation: its memory, meta, trace and its events' records."""
         self._enter("forget_conversation")
         erasure = self.erasures.begin(key.tenant_id, key.user_id)
@@ -120,7 +122,9 @@ class InMemoryMemoryStore(_Recording):
         self.erasures.end(key.tenant_id, key.user_id, erasure)
         return deleted
 
-    async def forget_user(self, tenant_id: str, user_id: str) -> int:
+    async def forget_user(
+        self, tenant_id: str, user_id: str, *, before: float | None = None
+    ) -> int:
         """Erase everything of one user (every conversation, every record, the bundle)."""
         self._enter("forget_user")
         erasure = self.erasures.begin(tenant_id, user_id)

@@ -152,10 +152,13 @@ class PrivateRedis:
     """A redis-server of one test's own (nothing persisted but a dump its saving shutdown
     writes, which the next start loads)."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, options: tuple[str, ...] = ()) -> None:
         self.directory = directory
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.options = options
+        """More ``redis-server`` arguments, after (so over) the defaults, e.g.
+        ``("--appendonly", "yes")``."""
         self._process: subprocess.Popen[bytes] | None = None
 
     def start(self, within: float = 15) -> None:
@@ -172,6 +175,7 @@ class PrivateRedis:
             "no",
             "--dir",
             str(self.directory),
+            *self.options,
         ]
         try:
             self._process = subprocess.Popen(  # noqa: S603  # a fixed command
@@ -188,6 +192,13 @@ class PrivateRedis:
         _run(["redis-cli", "-p", str(self.port), "shutdown", "save"], check=False)
         if self._process is not None:
             self._process.wait(timeout=30)
+        wait_until(f"redis-server to close port {self.port}", lambda: not listening(self.port), 10)
+
+    def kill(self) -> None:
+        """SIGKILL, as a host crash would stop it: no saving shutdown."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait(timeout=10)
         wait_until(f"redis-server to close port {self.port}", lambda: not listening(self.port), 10)
 
     def close(self) -> None:
@@ -226,6 +237,7 @@ def private_rabbit() -> contextlib.AbstractContextManager[PrivateRabbit]:
     return _running(PrivateRabbit(Path(tempfile.mkdtemp(prefix="llmbot-rabbit-"))))
 
 
-def private_redis() -> contextlib.AbstractContextManager[PrivateRedis]:
-    """A running redis-server of this test's own, removed at the end."""
-    return _running(PrivateRedis(Path(tempfile.mkdtemp(prefix="llmbot-redis-"))))
+def private_redis(*options: str) -> contextlib.AbstractContextManager[PrivateRedis]:
+    """A running redis-server of this test's own (``options``: more of its arguments),
+    removed at the end."""
+    return _running(PrivateRedis(Path(tempfile.mkdtemp(prefix="llmbot-redis-")), options))

@@ -53,8 +53,9 @@ def test_a_message_becomes_a_reply_command_with_its_prompt_and_key() -> None:
 
 
 def test_forget_and_end_become_their_own_commands() -> None:
-    forget = command_for(_event("memory.forget"))
-    assert forget == ForgetMemory("t", "u", "*")
+    event = _event("memory.forget")
+    forget = command_for(event)
+    assert forget == ForgetMemory("t", "u", "*", created_at=event.created_at)
     end = command_for(_event("conversation.end"))
     assert isinstance(end, EndConversation)
     assert end.event.type == "conversation.end"

@@ -20,6 +20,7 @@ from llm_bot.adapters.rabbit_topology import Topology
 from llm_bot.config import Settings, load_settings
 from llm_bot.telemetry.gateway_metrics import GatewayMetrics
 from llm_bot.telemetry.metrics import Metrics
+from llm_bot.telemetry.redis_metrics import RedisDurabilityMetrics
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INFRA = REPO_ROOT / "infra"
@@ -146,6 +147,7 @@ def _exported_llmbot_series() -> set[str]:
     registry = CollectorRegistry()
     Metrics(registry=registry)
     GatewayMetrics(registry=registry)
+    RedisDurabilityMetrics(registry=registry)
     suffixes = {
         "counter": ("_total",),
         "gauge": ("",),
@@ -479,6 +481,7 @@ def test_alert_rules_have_severity_summary_description_and_runbook() -> None:
         "LlmBotQueueNearItsBound",
         "LlmBotRedisClusterDegraded",
         "LlmBotBrokerNodeDown",
+        "LlmBotRedisNotDurable",
     }
     for rule in rules:
         assert rule["labels"]["severity"] in {"warning", "critical"}
@@ -517,3 +520,19 @@ def test_dashboard_queries_are_valid_promql(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
     result = _promtool("check", "rules", str(path))
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_compose_runs_redis_durable_and_without_eviction() -> None:
+    """The shipped Redis keeps memory (AOF fsynced every second, on a volume) and never
+    evicts; llm-bot refuses anything less there (docs/deployment.md "Redis for memory")."""
+    compose = yaml.safe_load((INFRA / "compose.yaml").read_text(encoding="utf-8"))
+    redis = compose["services"]["redis"]
+    command = redis["command"]
+    options = dict(zip(command[1::2], command[2::2], strict=True))
+    assert command[0] == "redis-server"
+    assert options["--appendonly"] == "yes"
+    assert options["--appendfsync"] == "everysec"
+    assert options["--maxmemory-policy"] == "noeviction"
+    assert any(volume.endswith(":/data") for volume in redis["volumes"])
+    assert "redis-data" in compose["volumes"]
+    assert compose["services"]["llm-bot"]["environment"]["LLM_BOT_REDIS_DURABILITY"] == "require"

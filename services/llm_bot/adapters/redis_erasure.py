@@ -5,7 +5,11 @@ The mark is one hash under the user's hash tag (``RedisKeys.erasure``):
 
 - ``gen``: a generation id, new at every erasure's start and end;
 - ``active:<id>``: one field per erasure in progress, its value the time (Unix seconds)
-  after which it counts as abandoned (a process killed mid-erasure).
+  after which it counts as abandoned (a process killed mid-erasure);
+- ``before`` (``before:<conversation>`` for one conversation): the time (Unix seconds) the
+  ``memory.forget`` was made: an event of the user (of that conversation) made before it
+  but processed after the erasure, because it waited in the fair queue or was in flight,
+  is skipped, so nothing the user said before the erasure is recorded again.
 
 A reader (the service's ``recall``, a memory job) reads the mark before it reads memory:
 while an erasure is active it raises the retryable ``ErasedMeanwhile`` and backs off;
@@ -35,6 +39,13 @@ ERASURE_MAX_SECONDS = 600.0
 redelivered ``memory.forget`` erases again under a new id."""
 NO_ERASURE = ""
 """The generation read where the user was never erased (or the mark expired)."""
+
+
+def erased_before(mark: Mapping[Any, Any], conversation_id: str) -> float:
+    """The latest erasure cutoff that covers ``conversation_id`` (Unix seconds; 0: none),
+    from the mark's ``HGETALL``: events made at or before it are not recorded."""
+    cutoffs = (mark.get(b"before"), mark.get(f"before:{conversation_id}".encode()))
+    return max((float(value) for value in cutoffs if value is not None), default=0.0)
 
 
 def mark_changed(key: int = 1, arg: int = 1) -> str:
@@ -71,10 +82,24 @@ class ErasureMarks:
         self._redis = client
         self._keys = keys
 
-    async def begin(self, tenant_id: str, user_id: str) -> str:
-        """Mark an erasure of the user active (new generation); returns its id."""
+    async def begin(
+        self,
+        tenant_id: str,
+        user_id: str,
+        *,
+        before: float | None = None,
+        conversation_id: str = "*",
+    ) -> str:
+        """Mark an erasure of the user active (new generation); returns its id. ``before``:
+        when the erasure was asked for (Unix seconds): the user's events (of
+        ``conversation_id``, or all) made until then are skipped when processed later."""
         erasure = uuid.uuid4().hex
-        await self._write(tenant_id, user_id, active={erasure: time.time() + ERASURE_MAX_SECONDS})
+        await self._write(
+            tenant_id,
+            user_id,
+            active={erasure: time.time() + ERASURE_MAX_SECONDS},
+            before=(conversation_id, before) if before is not None else None,
+        )
         return erasure
 
     async def end(self, tenant_id: str, user_id: str, erasure: str) -> None:
@@ -88,12 +113,16 @@ class ErasureMarks:
         *,
         active: Mapping[str, float] | None = None,
         done: str | None = None,
+        before: tuple[str, float] | None = None,
     ) -> None:
         name = self._keys.erasure(tenant_id, user_id)
         async with self._redis.pipeline(transaction=True) as pipe:
             fields: dict[Any, Any] = {"gen": uuid.uuid4().hex}  # redis-py wants its own unions
             for erasure, deadline in (active or {}).items():
                 fields[f"active:{erasure}"] = deadline
+            if before is not None:
+                conversation, at = before
+                fields["before" if conversation == "*" else f"before:{conversation}"] = at
             pipe.hset(name, mapping=fields)
             if done is not None:
                 pipe.hdel(name, f"active:{done}")

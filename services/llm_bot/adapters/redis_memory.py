@@ -16,7 +16,12 @@ from contextlib import asynccontextmanager
 from typing import Any, cast
 
 from llm_bot.adapters.redis_connection import RedisClient, queue_script
-from llm_bot.adapters.redis_erasure import ErasureMarks, generation, mark_changed
+from llm_bot.adapters.redis_erasure import (
+    ErasureMarks,
+    erased_before,
+    generation,
+    mark_changed,
+)
 from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys, activity_member, user_member
 from llm_bot.adapters.redis_registry import REGISTER_LUA, registered
@@ -127,6 +132,7 @@ class RedisMemoryStore:
                 LongTermBundle.model_validate_json(raw_bundle) if raw_bundle else LongTermBundle()
             ),
             erasure=erasure,
+            erased_before=erased_before(mark, key.conversation_id),
         )
 
     async def commit(self, commit: MemoryCommit) -> int:
@@ -184,11 +190,15 @@ class RedisMemoryStore:
         raw = await self._redis.get(self._keys.working_memory(key))
         return WorkingMemory.model_validate_json(raw) if raw else None
 
-    async def forget_conversation(self, key: ConversationKey) -> int:
+    async def forget_conversation(
+        self, key: ConversationKey, *, before: float | None = None
+    ) -> int:
         """Delete one conversation's working memory, meta, raw trace and the processed
         records of its events (they hold the replies), found through the trace's event ids
         (the trace outlives them: its retention is at least the dedupe window)."""
-        async with self._erasing(key.tenant_id, key.user_id):
+        async with self._erasing(
+            key.tenant_id, key.user_id, before=before, conversation_id=key.conversation_id
+        ):
             events = {m.event_id for m in await self.raw_trace(key) if m.event_id}
             names = (
                 *self._keys.conversation_keys(key),
@@ -201,12 +211,14 @@ class RedisMemoryStore:
             await self._redis.zrem(self._keys.registry(key.tenant_id, key.user_id), *names)
             return deleted
 
-    async def forget_user(self, tenant_id: str, user_id: str) -> int:
+    async def forget_user(
+        self, tenant_id: str, user_id: str, *, before: float | None = None
+    ) -> int:
         """Delete every key of one user in one tenant, and nothing else; only the erasure
         mark stays, for ``ERASURE_GUARD_SECONDS``. Costs O(the user's keys): the fixed
         names, the registry's names (and the leases and activity entries of the
         conversations among them), the registry itself."""
-        async with self._erasing(tenant_id, user_id):
+        async with self._erasing(tenant_id, user_id, before=before):
             registry = self._keys.registry(tenant_id, user_id)
             names = await registered(self._redis, registry)
             parsed = map(self._keys.parse_conversation_key, names)
@@ -228,11 +240,20 @@ class RedisMemoryStore:
             return deleted
 
     @asynccontextmanager
-    async def _erasing(self, tenant_id: str, user_id: str) -> AsyncIterator[None]:
+    async def _erasing(
+        self,
+        tenant_id: str,
+        user_id: str,
+        *,
+        before: float | None = None,
+        conversation_id: str = "*",
+    ) -> AsyncIterator[None]:
         """The erasure marked active around the deletes (readers back off, writers that
         read earlier are refused) and ended even if a delete fails; Redis failures are
         ``MemoryUnavailable``, so the ``memory.forget`` is retried."""
-        erasure = await self._marks.begin(tenant_id, user_id)
+        erasure = await self._marks.begin(
+            tenant_id, user_id, before=before, conversation_id=conversation_id
+        )
         try:
             yield
         finally:

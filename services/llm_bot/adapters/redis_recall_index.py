@@ -317,6 +317,31 @@ class RedisRecallIndex:
         ids = await self.digests(key.tenant_id, key.user_id, prefix)
         return await self.remove(key.tenant_id, key.user_id, list(ids))
 
+    async def entries(self, tenant_id: str, user_id: str) -> tuple[str | None, list[IndexEntry]]:
+        """The embedding model and every entry of the user's index, without vectors, in
+        the order they were written (``seq``: a search's order among equal scores; ``llm-bot
+        memory export``), read ``LOAD_PAGE`` at a time."""
+        meta, seq_key, doc = (
+            self._key(tenant_id, user_id, part) for part in ("meta", "seq", "doc")
+        )
+        model = await self._redis.hget(meta, "model")
+        found: list[IndexEntry] = []
+        start = 0
+        while True:
+            ids = cast(
+                "list[bytes]", await self._redis.zrange(seq_key, start, start + LOAD_PAGE - 1)
+            )
+            if not ids:
+                break
+            docs = cast("list[bytes | None]", await self._redis.hmget(doc, ids))
+            found += [
+                _entry(_text(entry_id), json.loads(raw))
+                for entry_id, raw in zip(ids, docs, strict=True)
+                if raw is not None
+            ]
+            start += LOAD_PAGE
+        return (_text(model) if model is not None else None), found
+
     async def forget_user(self, tenant_id: str, user_id: str) -> int:
         names = [
             self._key(tenant_id, user_id, part) for part in ("meta", "doc", "vec", "seq", "tomb")

@@ -70,15 +70,21 @@ class BrokerConfig:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RedisConfig:
-    """Redis: where it is (``REDIS_URL``) and the first part of every key
-    (``LLM_BOT_REDIS_KEY_PREFIX``)."""
+    """Redis: where it is (``REDIS_URL``), the first part of every key
+    (``LLM_BOT_REDIS_KEY_PREFIX``) and how strictly its persistence and eviction settings
+    are checked at start (``LLM_BOT_REDIS_DURABILITY``)."""
 
     url: SecretStr
     key_prefix: str
+    durability: Literal["require", "warn", "off"] = "warn"
 
     @classmethod
     def of(cls, settings: Settings) -> RedisConfig:
-        return cls(url=settings.redis_url, key_prefix=settings.redis_key_prefix)
+        return cls(
+            url=settings.redis_url,
+            key_prefix=settings.redis_key_prefix,
+            durability=settings.redis_durability,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

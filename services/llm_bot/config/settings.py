@@ -89,6 +89,9 @@ class Settings(BaseSettings):
     memory_max_messages: int = Field(8, ge=2, validation_alias=_env("LLM_BOT_MEMORY_MAX_MESSAGES"))
     memory_max_chars: int = Field(8000, ge=1, validation_alias=_env("LLM_BOT_MEMORY_MAX_CHARS"))
     memory_ttl_seconds: int = Field(1800, ge=1, validation_alias=_env("LLM_BOT_MEMORY_TTL_SECONDS"))
+    redis_durability: Literal["require", "warn", "off"] = Field(
+        "warn", validation_alias=_env("LLM_BOT_REDIS_DURABILITY")
+    )
     redis_key_prefix: str = Field(
         "llmbot",
         pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$",
@@ -301,7 +304,13 @@ class Settings(BaseSettings):
     )
 
     @field_validator(
-        "log_level", "log_format", "api", "embeddings", "prompt_cache_key", mode="before"
+        "log_level",
+        "log_format",
+        "api",
+        "embeddings",
+        "prompt_cache_key",
+        "redis_durability",
+        mode="before",
     )
     @classmethod
     def _lower(cls, value: object) -> object:

@@ -27,6 +27,7 @@ from llm_bot.adapters.redis_connection import RedisClient
 from llm_bot.bootstrap import redis_client, token_guard
 from llm_bot.config import ConfigurationError, GatewayConfig, Settings
 from llm_bot.entrypoints.http_server import HealthServer
+from llm_bot.entrypoints.redis_durability import check_redis_durability
 from llm_bot.gateway import http_protocol
 from llm_bot.gateway.api_keys import ApiKeys
 from llm_bot.gateway.app import GatewaySettings, create_app
@@ -238,6 +239,13 @@ async def run_gateway(settings: Settings) -> None:
         "gateway.starting", port=settings.gateway.port, internal_port=settings.process.http_port
     )
     try:
+        if gateway.redis is not None:  # token budgets: their spend lives in Redis
+            try:
+                durability = await check_redis_durability(gateway.redis, settings.redis)
+            except BaseException:
+                await gateway.close()
+                raise
+            durability.report(registry=gateway.metrics.registry)
         await gateway.serve()
     finally:
         log.info("gateway.stopped")

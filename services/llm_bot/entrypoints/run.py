@@ -11,6 +11,7 @@ import structlog
 from llm_bot.bootstrap import build_service
 from llm_bot.config import Settings
 from llm_bot.entrypoints.http_server import HealthServer
+from llm_bot.entrypoints.redis_durability import check_redis_durability
 from llm_bot.entrypoints.startup import check_redis, freeze_startup_heap, redis_readiness
 
 log = structlog.get_logger(__name__)
@@ -35,8 +36,10 @@ async def run_consumer(settings: Settings) -> None:
     )
     try:
         await check_redis(service.redis)
+        durability = await check_redis_durability(service.redis, settings.redis)
         await health.start()
         await service.consumer.start()
+        durability.report(registry=service.metrics.registry)
         freeze_startup_heap()
         log.info(
             "service.ready",

@@ -12,6 +12,7 @@ import structlog
 from llm_bot.bootstrap import build_worker
 from llm_bot.config import Settings
 from llm_bot.entrypoints.http_server import HealthServer
+from llm_bot.entrypoints.redis_durability import check_redis_durability
 from llm_bot.entrypoints.startup import check_redis, freeze_startup_heap, redis_readiness
 from llm_bot.service.idle_sweep import sweep_forever
 
@@ -39,8 +40,10 @@ async def run_worker(settings: Settings) -> None:
     sweeper: asyncio.Task[None] | None = None
     try:
         await check_redis(worker.redis)
+        durability = await check_redis_durability(worker.redis, settings.redis)
         await health.start()
         await worker.consumer.start()
+        durability.report(registry=worker.metrics.registry)
         freeze_startup_heap()
         sweeper = asyncio.create_task(
             sweep_forever(

@@ -20,7 +20,7 @@ from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.window import WindowAppend, WindowBounds, reduce_window
 from llm_bot.memory.working import Recalled
 from llm_bot.ports import MemoryStore
-from llm_bot.service.commands import RecordToolResult, ReplyToMessage
+from llm_bot.service.commands import ChatEvent, RecordToolResult, ReplyToMessage
 from llm_bot.service.personas import PersonaCatalog
 from llm_bot.service.retriever import Retrieval, Retriever
 from llm_bot.telemetry.metrics import Metrics
@@ -56,10 +56,11 @@ async def recall_turn(
         if query is not None:
             query.cancel()
         raise
-    if recalled.processed is not None:
+    ended = await _ended_early(event, recalled, replay)
+    if ended is not None:
         if query is not None:
             query.cancel()
-        return await replay(event, recalled, recalled.processed)
+        return ended
     persona = asked or personas.choose(None, recalled.memory.session.get("persona"))
     if query is not None and not persona.retrieval:
         query.cancel()
@@ -117,3 +118,17 @@ def already_shown(
     recalled again."""
     window = reduce_window(recalled.memory.messages, added, bounds).messages
     return {m.id for m in window} | recalled.bundle.item_ids()
+
+
+async def _ended_early(
+    event: ChatEvent, recalled: Recalled, replay: DuplicateReplay
+) -> Command[str] | None:
+    """A duplicate is replayed; an event made before a ``memory.forget`` that erased its
+    conversation (it waited in the fair queue, or was in flight) is skipped: nothing the
+    user said before the erasure is recorded after it. None: the turn goes on."""
+    if recalled.processed is not None:
+        return await replay(event, recalled, recalled.processed)
+    if event.created_at.timestamp() <= recalled.erased_before:
+        log.info("event.skipped", reason="erased_after_it_was_made")
+        return Command(update={"route": "skip", "recalled": recalled}, goto=END)
+    return None

@@ -1,5 +1,5 @@
 """The inspector's actions on a user's memory: forget a conversation or the user, remove a
-fact, correct a fact's value. Each is a GET that shows a confirmation naming what will go
+fact, correct a fact's value, download the user's export. Each is a GET that shows a confirmation naming what will go
 or change, then a POST carrying the session's CSRF token that does it (``actions.py``)."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request, Response
 
+from llm_bot.errors import ErasedMeanwhile
 from llm_bot.inspector import actions, views
 from llm_bot.inspector.routing import Pages, allowed, csrf_checked_form
 from llm_bot.inspector.sessions import Session
@@ -52,6 +53,7 @@ async def _current(pages: Pages, tenant_id: str, user_id: str, fact_id: str) -> 
 
 def register(app: FastAPI, pages: Pages) -> None:
     inspector, session_of = pages.inspector, pages.session_of
+    _register_export(app, pages)
 
     @app.api_route("/t/{tenant_id}/u/{user_id}/c/{conversation_id}/forget", methods=["GET", "POST"])
     async def forget_conversation(
@@ -191,3 +193,27 @@ def register(app: FastAPI, pages: Pages) -> None:
             return pages.page(request, "correct.html", data, session, status_code=409)
         done = [f"The fact now reads: {change.current.fact}"]
         return pages.page(request, "done.html", {**data, "done": done}, session)
+
+
+def _register_export(app: FastAPI, pages: Pages) -> None:
+    inspector, session_of = pages.inspector, pages.session_of
+
+    @app.get("/t/{tenant_id}/u/{user_id}/export")
+    async def export_user(request: Request, tenant_id: str, user_id: str) -> Response:
+        """The user's memory as ``llm-bot memory export`` writes it, as a download."""
+        session = session_of(request)
+        allowed(session, tenant_id, user_id)
+        try:
+            line = await actions.export_user(inspector, session.scope, tenant_id, user_id)
+        except ErasedMeanwhile as exc:
+            raise HTTPException(status_code=409, detail="the user is being erased") from exc
+        return Response(
+            line,
+            media_type="application/x-ndjson",
+            headers={
+                "Content-Disposition": (
+                    f'attachment; filename="memory-{tenant_id}-{user_id}.jsonl"'
+                ),
+                "Cache-Control": "no-store",
+            },
+        )

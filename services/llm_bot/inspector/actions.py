@@ -1,5 +1,6 @@
 """The inspector's actions, through the code the CLI and the worker run (``llm-bot memory
-forget``, ``llm-bot dlq replay --code``, the worker's fact supersession), each audited: a
+forget``, ``llm-bot memory export``, ``llm-bot dlq replay --code``, the worker's fact
+supersession), each audited: a
 structlog event naming the action, its outcome, the key's name and the ids (never any
 text), and ``llmbot_inspector_actions_total`` by action and outcome (``done``, or
 ``failed``: a replay that stopped, its dead letters left in the DLQ). ``llm-bot memory fact remove|correct`` call
@@ -12,8 +13,12 @@ from typing import Any
 import structlog
 
 from llm_bot.adapters.rabbit_dlq import DlqNotFound, ReplayFailed, ReplayResult
+from llm_bot.adapters.redis_user_memory import RedisUserMemory
+from llm_bot.bootstrap import recall_index, redis_keys
 from llm_bot.entrypoints.dlq_cli import replay_dead_letters
 from llm_bot.entrypoints.memory_cli import forget_memory
+from llm_bot.entrypoints.memory_transfer import dumped_line, user_record
+from llm_bot.errors import ErasedMeanwhile
 from llm_bot.inspector.access_keys import Scope
 from llm_bot.inspector.wiring import Inspector
 from llm_bot.memory.fact_edits import FactRemoval
@@ -50,6 +55,30 @@ async def forget_user(inspector: Inspector, scope: Scope, tenant_id: str, user_i
         deleted=deleted,
     )
     return deleted
+
+
+async def export_user(inspector: Inspector, scope: Scope, tenant_id: str, user_id: str) -> str:
+    """The user's line of ``llm-bot memory export`` (JSON Lines, one line); audited with
+    the counts it holds. ``ErasedMeanwhile`` (nothing audited) while the user is erased."""
+    settings, client = inspector.settings, inspector.base.redis
+    store = RedisUserMemory(client=client, keys=redis_keys(settings.redis))
+    record = await user_record(
+        store, recall_index(settings, client), tenant_id, user_id, progress=lambda _: None
+    )
+    if record is None:
+        raise ErasedMeanwhile("the user's memory is being erased")
+    line = dumped_line(record)
+    _audit(
+        inspector,
+        scope,
+        "export_user",
+        tenant_id=tenant_id,
+        user_id=user_id,
+        conversations=len(record["conversations"]),
+        index_entries=len(record["index"]["entries"]),
+        bytes=len(line.encode()),
+    )
+    return line
 
 
 async def remove_fact(

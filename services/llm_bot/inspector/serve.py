@@ -12,6 +12,7 @@ import uvicorn
 
 from llm_bot.config import Settings
 from llm_bot.delivery.process_tuning import SERVING_TUNING
+from llm_bot.entrypoints.redis_durability import check_redis_durability
 from llm_bot.entrypoints.startup import check_redis
 from llm_bot.inspector.access_keys import InspectorKeys
 from llm_bot.inspector.app import create_app
@@ -44,6 +45,7 @@ async def run_inspector(settings: Settings) -> None:
     inspector = build_inspector(settings)
     try:
         await check_redis(inspector.base.redis)
+        (await check_redis_durability(inspector.base.redis, settings.redis)).report(registry=None)
         config = uvicorn.Config(
             create_app(inspector),
             host=listen.host,

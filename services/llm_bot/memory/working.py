@@ -64,6 +64,9 @@ class Recalled:
     bundle: LongTermBundle = field(default_factory=LongTermBundle)
     erasure: str = ""
     """The user's erasure generation as read (see ``adapters/redis_erasure.py``)."""
+    erased_before: float = 0.0
+    """Events of the conversation made at or before this time (Unix seconds) were erased by
+    a ``memory.forget`` that came after them: they are skipped, never recorded (0: none)."""
 
 
 @dataclass(frozen=True)

@@ -86,6 +86,9 @@ class ForgetMemory:
     tenant_id: str
     user_id: str
     conversation_id: str
+    created_at: datetime | None = None
+    """When the ``memory.forget`` was made: the user's events made until then are erased
+    even when they are processed after it."""
 
 
 @dataclass(frozen=True)
@@ -145,7 +148,9 @@ def _persona(event: InternalEventV2) -> str | None:
 
 
 def _forget(event: InternalEventV2) -> ForgetMemory:
-    return ForgetMemory(event.tenant_id, event.user_id, event.conversation_id)
+    return ForgetMemory(
+        event.tenant_id, event.user_id, event.conversation_id, created_at=event.created_at
+    )
 
 
 COMMAND_FOR: Mapping[EventType, Callable[[InternalEventV2], Command]] = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Protocol
 
 import structlog
@@ -15,12 +16,23 @@ log = structlog.get_logger(__name__)
 
 
 class ErasableStore(Protocol):
+    """``before``: when the erasure was asked for (Unix seconds), so the user's events made
+    until then and processed later are skipped (``Recalled.erased_before``)."""
+
+    async def forget_user(
+        self, tenant_id: str, user_id: str, *, before: float | None = None
+    ) -> int: ...
+
+    async def forget_conversation(
+        self, key: ConversationKey, *, before: float | None = None
+    ) -> int: ...
+
+
+class ErasableIndex(Protocol):
     async def forget_user(self, tenant_id: str, user_id: str) -> int: ...
 
     async def forget_conversation(self, key: ConversationKey) -> int: ...
 
-
-class ErasableIndex(ErasableStore, Protocol):
     async def remove(self, tenant_id: str, user_id: str, entry_ids: Sequence[str]) -> int: ...
 
 
@@ -49,17 +61,27 @@ class Eraser:
         self._ltm = ltm
         self._index = index
 
-    async def forget(self, tenant_id: str, user_id: str, conversation_id: str = "*") -> int:
+    async def forget(
+        self,
+        tenant_id: str,
+        user_id: str,
+        conversation_id: str = "*",
+        *,
+        asked_at: datetime | None = None,
+    ) -> int:
         """Erase; returns the number of keys deleted (plus, for one conversation, the
-        long-term items deleted or rewritten)."""
+        long-term items deleted or rewritten). ``asked_at``: when the erasure was asked for
+        (the ``memory.forget``'s ``created_at``; default now): the user's events made until
+        then that are still waiting or in flight are skipped when they come, not recorded."""
+        before = (asked_at or datetime.now(UTC)).timestamp()
         items = 0
         if conversation_id == "*":
-            deleted = await self._store.forget_user(tenant_id, user_id)
+            deleted = await self._store.forget_user(tenant_id, user_id, before=before)
             if self._index is not None:
                 await self._index.forget_user(tenant_id, user_id)
         else:
             key = ConversationKey(tenant_id, user_id, conversation_id)
-            deleted = await self._store.forget_conversation(key)
+            deleted = await self._store.forget_conversation(key, before=before)
             pruned = await self._ltm.forget_conversation(tenant_id, user_id, conversation_id)
             items = pruned.count()
             if self._index is not None:

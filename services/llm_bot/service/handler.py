@@ -193,7 +193,10 @@ class EventHandler:
                 return await self._chat(command, delivery.lease_token)
             case ForgetMemory():
                 deleted = await self._eraser.forget(
-                    command.tenant_id, command.user_id, command.conversation_id
+                    command.tenant_id,
+                    command.user_id,
+                    command.conversation_id,
+                    asked_at=command.created_at,
                 )
                 return Recorded(f"erased {deleted} keys")
             case EndConversation():
