@@ -37,6 +37,7 @@ from pydantic import ValidationError
 from llm_bot.contract import CandidateV1, InternalEventV2
 from llm_bot.contract.identifiers import ID_PATTERN
 from llm_bot.gateway.bus import BusUnavailable, GatewayBus
+from llm_bot.gateway.caller import Caller
 from llm_bot.gateway.credentials import Credentials
 from llm_bot.gateway.error_replies import (
     error_response,
@@ -52,7 +53,7 @@ from llm_bot.gateway.openai_wire import (
     parse_request,
 )
 from llm_bot.gateway.request_body import json_body
-from llm_bot.gateway.request_limits import LimitSettings, Release, RequestLimits, key_id
+from llm_bot.gateway.request_limits import LimitSettings, Release, RequestLimits
 from llm_bot.gateway.sse_stream import ClosingStream, ReplyStream, next_reply
 from llm_bot.gateway.tenant_personas import TenantPersonas
 from llm_bot.gateway.token_quota import TokenQuota
@@ -101,9 +102,9 @@ def create_app(
     async def models(request: Request) -> Response:
         request_id = new_request_id()
         try:
-            settings.credentials.caller(request.headers.get("authorization", ""))
+            authenticated(request, settings)
         except WireError as exc:
-            return error_response(exc, request_id)
+            return await refusal(exc, request_id)
         data = [
             {"id": model, "object": "model", "created": 0, "owned_by": "llm-bot"}
             for model in settings.model_ids
@@ -144,16 +145,13 @@ class _Completions:
         stream = False
         release: Release = _nothing
         try:
-            authorization = request.headers.get("authorization", "")
-            caller = self._settings.credentials.caller(authorization)
-            key = key_id(authorization)
-            self._settings.limits.attempt(key)  # before the body: a flood costs little
+            caller = authenticated(request, self._settings)  # before the body: cheap
             headers = {k.lower(): v for k, v in request.headers.items()}
             body = await json_body(request, self._settings.max_body_bytes)
             chat = parse_request(body, headers, bound_user=caller.user)
             stream = chat.stream
             _check_persona(chat, caller.tenant, self._settings.personas)
-            release = self._settings.limits.admit(key, caller.tenant, chat.user_id)
+            release = self._settings.limits.admit(caller.identity, caller.tenant, chat.user_id)
             if self._settings.quota is not None:
                 await self._settings.quota.check(caller.tenant)
             event = _event(chat, caller.tenant, headers)
@@ -161,9 +159,7 @@ class _Completions:
             return await self._answer(chat, event, span, started, request_id, release=release)
         except WireError as exc:
             self._finish(span, started, stream, exc.status, release=release)
-            if exc.code == "rate_limit_exceeded":
-                await asyncio.sleep(REFUSAL_DELAY_SECONDS)  # a client looping on 429s slows
-            return error_response(exc, request_id)
+            return await refusal(exc, request_id)
         except Exception:
             log.exception("gateway.request_failed", request_id=request_id, status=500)
             self._finish(span, started, stream, 500, release=release)
@@ -270,6 +266,23 @@ class _Completions:
         if status >= 500 or ending not in (None, "completed", "disconnected"):
             span.set_status(Status(StatusCode.ERROR))
         span.end()
+
+
+def authenticated(request: Request, settings: GatewaySettings) -> Caller:
+    """The caller of a request on an authenticated path, its attempt counted against the
+    key's requests per minute (by the key's identity, never the header's spelling); a 401
+    or 429 ``WireError`` otherwise."""
+    caller = settings.credentials.caller(request.headers.get("authorization", ""))
+    settings.limits.attempt(caller.identity)
+    return caller
+
+
+async def refusal(error: WireError, request_id: str) -> Response:
+    """The error reply; a rate-limit refusal is held a moment first (a client looping on
+    429s slows down)."""
+    if error.code == "rate_limit_exceeded":
+        await asyncio.sleep(REFUSAL_DELAY_SECONDS)
+    return error_response(error, request_id)
 
 
 def _nothing() -> None:
