@@ -46,15 +46,18 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     "service": _STORES | {"flows"},
     "graph": _STORES | {"flows", "service"},
     "adapters": _STORES,
-    "gateway": _CORE | {"adapters", "telemetry"},
+    "auth_throttle": _CORE | {"telemetry"},
+    "gateway": _CORE | {"adapters", "telemetry", "auth_throttle"},
     "delivery": _STORES | {"flows", "service", "adapters"},
     "fake_model": _CORE | {"memory"},
     "logs": _CORE | {"telemetry"},
     "bootstrap": _STORES | {"flows", "service", "graph", "adapters", "gateway", "delivery"},
     "entrypoints": _STORES
-    | {"flows", "service", "graph", "adapters", "gateway", "delivery", "bootstrap", "fake_model"},
+    | {"flows", "service", "graph", "adapters", "gateway", "delivery", "bootstrap", "fake_model"}
+    | {"auth_throttle"},
     "inspector": _STORES
     | {"flows", "service", "graph", "adapters", "gateway", "delivery", "bootstrap"}
+    | {"auth_throttle"}
     | {"entrypoints"},
     "cli": frozenset(),  # the top: may import anything (checked below)
     "__main__": frozenset({"cli"}),

@@ -24,6 +24,7 @@ from prometheus_client import CollectorRegistry
 from llm_bot import __version__
 from llm_bot.adapters.rabbit_topology import Topology
 from llm_bot.adapters.redis_connection import RedisClient
+from llm_bot.auth_throttle import configured_throttle
 from llm_bot.bootstrap import redis_client, token_guard
 from llm_bot.config import ConfigurationError, GatewayConfig, Settings
 from llm_bot.entrypoints.http_server import HealthServer
@@ -170,6 +171,7 @@ def build_gateway(
                     user_in_flight=gateway.user_max_in_flight,
                 )
             ),
+            throttle=configured_throttle(gateway.auth, "gateway", metrics.registry),
         ),
         metrics=metrics,
         tracer=provider.get_tracer(TRACER_NAME, __version__),

@@ -34,11 +34,12 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from pydantic import ValidationError
 
+from llm_bot.auth_throttle import AuthThrottle, ThrottleSettings
 from llm_bot.contract import CandidateV1, InternalEventV2
 from llm_bot.contract.identifiers import ID_PATTERN
 from llm_bot.gateway.bus import BusUnavailable, GatewayBus
 from llm_bot.gateway.caller import Caller
-from llm_bot.gateway.credentials import Credentials
+from llm_bot.gateway.credentials import Credentials, bearer_credential
 from llm_bot.gateway.error_replies import (
     error_response,
     new_request_id,
@@ -82,6 +83,10 @@ class GatewaySettings:
     """Tenants' token budgets: a spent one is 429 before publishing (None: no budgets)."""
     limits: RequestLimits = field(default_factory=lambda: RequestLimits(LimitSettings()))
     """Per-key and per-user requests per minute and in flight (none by default here)."""
+    throttle: AuthThrottle = field(
+        default_factory=lambda: AuthThrottle(ThrottleSettings(max_failures=0), "gateway")
+    )
+    """Failed-authentication throttling per client address and key prefix (off here)."""
 
 
 def create_app(
@@ -271,10 +276,42 @@ class _Completions:
 def authenticated(request: Request, settings: GatewaySettings) -> Caller:
     """The caller of a request on an authenticated path, its attempt counted against the
     key's requests per minute (by the key's identity, never the header's spelling); a 401
-    or 429 ``WireError`` otherwise."""
-    caller = settings.credentials.caller(request.headers.get("authorization", ""))
+    or 429 ``WireError`` otherwise. A client address or key prefix that failed too often
+    is refused with 429 (``llm_bot.auth_throttle``): a locked address before its key is
+    checked, a locked prefix only for a wrong key."""
+    address = request.client.host if request.client is not None else ""
+    wait = settings.throttle.address_locked(address)
+    if wait is not None:
+        raise _throttled(wait)
+    header = request.headers.get("authorization", "")
+    try:
+        caller = settings.credentials.caller(header)
+    except WireError:
+        wait = settings.throttle.failed(address, _presented(header))
+        if wait is not None:
+            raise _throttled(wait) from None
+        raise
     settings.limits.attempt(caller.identity)
     return caller
+
+
+def _presented(authorization: str) -> str:
+    """The credential of a well-formed header, else nothing (what its prefix scope is)."""
+    try:
+        return bearer_credential(authorization)
+    except WireError:
+        return ""
+
+
+def _throttled(retry_after: int) -> WireError:
+    return WireError(
+        429,
+        f"too many failed authentications from this client or for this key; retry after "
+        f"{retry_after} s",
+        code="rate_limit_exceeded",
+        kind="requests",
+        retry_after=retry_after,
+    )
 
 
 async def refusal(error: WireError, request_id: str) -> Response:
