@@ -5,6 +5,7 @@ throttled per client address and key prefix without locking out anyone else."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 from collections.abc import Callable
@@ -113,3 +114,38 @@ async def test_fifty_wrong_keys_from_one_address_end_in_429s_and_another_address
     locked = [line for line in lines if line["event"] == "auth.locked_out"]
     assert {line["scope"] for line in locked} == {"address", "key_prefix"}
     assert guess not in logs.getvalue()
+
+
+async def test_a_flood_of_silent_connections_from_one_address_leaves_room_for_another(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """50 connections from one address that send nothing, against 20 slots: past its 5 the
+    address's connections are closed at once, so another address's request is answered
+    (200) within a second, while the silent ones are still open."""
+    settings = gateway_settings(
+        make_settings, gateway_max_connections=20, gateway_max_connections_per_address=5
+    )
+    async with running_gateway(settings) as gateway:
+        flood = [
+            await asyncio.open_connection("127.0.0.1", gateway.port, local_addr=("127.0.0.2", 0))
+            for _ in range(50)
+        ]
+        await asyncio.sleep(0.2)  # the gateway has seen and settled every connection
+        closed = 0
+        for reader, _ in flood:
+            with contextlib.suppress(TimeoutError):
+                closed += await asyncio.wait_for(reader.read(), 0.05) == b""
+        async with aiohttp.ClientSession() as session:
+            asked = asyncio.get_running_loop().time()
+            headers = {"Authorization": f"Bearer {KEY}"}
+            async with session.get(f"{gateway.base_url}/models", headers=headers) as reply:
+                served = reply.status, asyncio.get_running_loop().time() - asked
+            metrics_url = f"http://127.0.0.1:{gateway.internal_port}/metrics"
+            async with session.get(metrics_url) as scraped:
+                metrics = await scraped.text()
+        for _, writer in flood:
+            writer.close()
+    assert served[0] == 200
+    assert served[1] < 1.0
+    assert closed == 45
+    assert 'llmbot_gateway_connections_refused_total{reason="per_address"} 45.0' in metrics

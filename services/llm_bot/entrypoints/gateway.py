@@ -179,6 +179,8 @@ def build_gateway(
     protocol = http_protocol.bounded_protocol(
         header_seconds=http_protocol.HEADER_READ_SECONDS,
         request_seconds=gateway.timeout_seconds + http_protocol.RESPONSE_GRACE_SECONDS,
+        max_per_address=gateway.max_connections_per_address,
+        on_refused=lambda _: metrics.connections_refused.labels("per_address").inc(),
     )
     config = uvicorn.Config(
         app,
