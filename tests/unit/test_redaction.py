@@ -6,8 +6,11 @@ excerpt with a digest. A planted secret never comes out of any of them."""
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
+from collections.abc import Iterator
+from pathlib import Path
 
 import structlog
 from hypothesis import given, settings
@@ -142,3 +145,38 @@ def test_a_planted_secret_never_comes_out_of_any_path(before: str, secret: str, 
     assert secret not in _bus_and_dead_letter(RuntimeError(text))
     assert secret not in json.dumps(log_fields(error), ensure_ascii=False)
     assert secret not in json.dumps(log_fields(RuntimeError(text)), ensure_ascii=False)
+
+
+def _log_calls() -> Iterator[tuple[str, ast.Call]]:
+    package = Path(__file__).resolve().parents[2] / "services" / "llm_bot"
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "log"
+            ):
+                yield f"{path.relative_to(package)}:{node.lineno}", node
+
+
+def test_no_log_line_carries_an_exceptions_text_as_is() -> None:
+    """Every log call gives an error through ``log_fields`` (the one redaction), never as
+    ``error=str(exc)``, and never names its fields twice."""
+    raw, doubled = [], []
+    for where, call in _log_calls():
+        named = {keyword.arg for keyword in call.keywords if keyword.arg is not None}
+        for keyword in call.keywords:
+            value = keyword.value
+            if (
+                keyword.arg in {"error", "detail"}
+                and isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Name)
+                and value.func.id == "str"
+            ):
+                raw.append(where)
+            fields = keyword.arg is None and "log_fields" in ast.unparse(value)
+            if fields and named & {"error", "error_type", "detail"}:
+                doubled.append(where)
+    assert raw == []
+    assert doubled == []

@@ -138,7 +138,7 @@ class EventHandler:
         try:
             await flows.finish(key, result.id)
         except LlmBotError as exc:
-            log.warning("flow.finish_failed", error=str(exc), error_type=type(exc).__name__)
+            log.warning("flow.finish_failed", **log_fields(exc))
 
     def _terminal(
         self, exc: Exception, ids: EventIds | None, *, attempts: int
