@@ -32,6 +32,7 @@ async def test_fifty_wrong_logins_from_one_address_end_in_429s_and_another_logs_
         took = asyncio.get_running_loop().time() - started
         right_from_guesser = await login(guesser, KEY)
         right_from_user = await login(user, KEY)
+        exported = (await user.get("/metrics")).text
         await guesser.aclose()
         await user.aclose()
         lockouts = inspector.metrics.registry.get_sample_value(
@@ -46,3 +47,5 @@ async def test_fifty_wrong_logins_from_one_address_end_in_429s_and_another_logs_
     assert right_from_user.status_code == 303  # logged in: to the home page, with a cookie
     assert right_from_user.headers["set-cookie"].startswith(f"{COOKIE}=")
     assert lockouts == 1
+    assert 'llmbot_auth_lockouts_total{scope="address",surface="inspector"} 1.0' in exported
+    assert 'llmbot_auth_failures_total{surface="inspector"} 10.0' in exported

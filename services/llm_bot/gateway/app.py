@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 
 import structlog
 from fastapi import FastAPI, Request
@@ -37,9 +38,9 @@ from pydantic import ValidationError
 from llm_bot.auth_throttle import AuthThrottle, ThrottleSettings
 from llm_bot.contract import CandidateV1, InternalEventV2
 from llm_bot.contract.identifiers import ID_PATTERN
+from llm_bot.gateway.authentication import Door, authenticated
 from llm_bot.gateway.bus import BusUnavailable, GatewayBus
-from llm_bot.gateway.caller import Caller
-from llm_bot.gateway.credentials import Credentials, bearer_credential
+from llm_bot.gateway.credentials import Credentials
 from llm_bot.gateway.error_replies import (
     error_response,
     new_request_id,
@@ -88,6 +89,11 @@ class GatewaySettings:
     )
     """Failed-authentication throttling per client address and key prefix (off here)."""
 
+    @cached_property
+    def door(self) -> Door:
+        """The credentials, limits and throttle every authenticated path checks."""
+        return Door(credentials=self.credentials, limits=self.limits, throttle=self.throttle)
+
 
 def create_app(
     *,
@@ -107,7 +113,7 @@ def create_app(
     async def models(request: Request) -> Response:
         request_id = new_request_id()
         try:
-            authenticated(request, settings)
+            authenticated(request, settings.door)
         except WireError as exc:
             return await refusal(exc, request_id)
         data = [
@@ -150,7 +156,7 @@ class _Completions:
         stream = False
         release: Release = _nothing
         try:
-            caller = authenticated(request, self._settings)  # before the body: cheap
+            caller = authenticated(request, self._settings.door)  # before the body: cheap
             headers = {k.lower(): v for k, v in request.headers.items()}
             body = await json_body(request, self._settings.max_body_bytes)
             chat = parse_request(body, headers, bound_user=caller.user)
@@ -271,47 +277,6 @@ class _Completions:
         if status >= 500 or ending not in (None, "completed", "disconnected"):
             span.set_status(Status(StatusCode.ERROR))
         span.end()
-
-
-def authenticated(request: Request, settings: GatewaySettings) -> Caller:
-    """The caller of a request on an authenticated path, its attempt counted against the
-    key's requests per minute (by the key's identity, never the header's spelling); a 401
-    or 429 ``WireError`` otherwise. A client address or key prefix that failed too often
-    is refused with 429 (``llm_bot.auth_throttle``): a locked address before its key is
-    checked, a locked prefix only for a wrong key."""
-    address = request.client.host if request.client is not None else ""
-    wait = settings.throttle.address_locked(address)
-    if wait is not None:
-        raise _throttled(wait)
-    header = request.headers.get("authorization", "")
-    try:
-        caller = settings.credentials.caller(header)
-    except WireError:
-        wait = settings.throttle.failed(address, _presented(header))
-        if wait is not None:
-            raise _throttled(wait) from None
-        raise
-    settings.limits.attempt(caller.identity)
-    return caller
-
-
-def _presented(authorization: str) -> str:
-    """The credential of a well-formed header, else nothing (what its prefix scope is)."""
-    try:
-        return bearer_credential(authorization)
-    except WireError:
-        return ""
-
-
-def _throttled(retry_after: int) -> WireError:
-    return WireError(
-        429,
-        f"too many failed authentications from this client or for this key; retry after "
-        f"{retry_after} s",
-        code="rate_limit_exceeded",
-        kind="requests",
-        retry_after=retry_after,
-    )
 
 
 async def refusal(error: WireError, request_id: str) -> Response:

@@ -16,6 +16,7 @@ from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.staticfiles import StaticFiles
 
 from llm_bot.inspector import action_routes, dlq_routes, views
@@ -65,6 +66,12 @@ def create_app(inspector: Inspector) -> FastAPI:  # noqa: PLR0915  # one stateme
             return JSONResponse({"error": exc.status_code}, status_code=exc.status_code)
         html = templates.get_template("error.html").render(status=exc.status_code, session=None)
         return HTMLResponse(html, status_code=exc.status_code)
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        """The inspector's counters (actions, failed logins) for Prometheus: counts only,
+        no ids, no text, so no login (the port is the operators' own)."""
+        return Response(generate_latest(inspector.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/login")
     async def login_form(request: Request) -> Response:
