@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -180,3 +181,14 @@ def test_no_log_line_carries_an_exceptions_text_as_is() -> None:
                 doubled.append(where)
     assert raw == []
     assert doubled == []
+
+
+def test_a_librarys_log_line_with_a_traceback_is_redacted_too() -> None:
+    """uvicorn, aio-pika and openai log through the standard library: the same rendering."""
+    with rendered_logs() as buffer:
+        error = _raised(ValueError(PROVIDER_TEXT))
+        logging.getLogger("uvicorn.error").error("Exception in ASGI application", exc_info=error)
+    [line] = [json.loads(text) for text in buffer.getvalue().splitlines()]
+    assert line["exception"].startswith("Traceback (most recent call last):")
+    assert "ValueError: upstream rejected key [" in line["exception"]
+    assert SECRET not in buffer.getvalue()
