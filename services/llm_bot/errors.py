@@ -3,6 +3,11 @@
 Each error carries the stable ``code`` published in ErrorV1 and the DLQ headers. The
 mapping from an error to a delivery outcome lives in one place:
 ``llm_bot.service.outcomes``.
+
+An error's message (``str(error)``) is the service's own short text: it goes on the bus
+(ErrorV1 ``message``) and into the dead letter's ``x-error-message``. Text from outside (a
+provider's error message, an exception's) never goes into it: it is the error's ``detail``,
+which only logs read, through ``llm_bot.redaction.redacted`` (:func:`log_fields`).
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from llm_bot.contract import ErrorCode
+from llm_bot.redaction import redacted
 
 
 class DependencyUnavailable(Exception):
@@ -22,6 +28,29 @@ class LlmBotError(Exception):
 
     code: ClassVar[ErrorCode] = "internal"
     retryable: ClassVar[bool] = False
+
+    def __init__(self, *args: object, detail: str | None = None) -> None:
+        super().__init__(*args)
+        self.detail = detail
+        """Text from outside (a provider's, an exception's): logged redacted, never sent."""
+
+
+def public_message(error: BaseException) -> str:
+    """What the bus and the dead letter may say about ``error``: an ``LlmBotError``'s own
+    text, else only the exception's type (its message may hold content or secrets)."""
+    if isinstance(error, LlmBotError):
+        return str(error)
+    return f"unexpected {type(error).__name__}"
+
+
+def log_fields(error: BaseException) -> dict[str, str]:
+    """The fields a log line gives ``error``: its public text, its type and, when it has
+    text from outside, a redacted excerpt of it (``detail``)."""
+    fields = {"error": public_message(error), "error_type": type(error).__name__}
+    detail = error.detail if isinstance(error, LlmBotError) else str(error)
+    if detail:
+        fields["detail"] = redacted(detail)
+    return fields
 
 
 class PermanentError(LlmBotError):

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import logging
 import sys
+import traceback
+from types import TracebackType
 from typing import Literal
 
 import structlog
 
+from llm_bot.errors import LlmBotError, log_fields
 from llm_bot.telemetry.tracing import current_ids
 
 LEVELS = {
@@ -31,6 +34,69 @@ def _add_trace_ids(
     return event
 
 
+def redacted_exception(
+    _: object, __: str, event: structlog.types.EventDict
+) -> structlog.types.EventDict:
+    """``exc_info`` rendered as ``exception``, as structlog's ``format_exc_info`` would, but
+    each exception's message replaced by what :func:`llm_bot.errors.log_fields` keeps of it
+    (an exception's text may be a provider's, with secrets or a user's words): the frames
+    (this program's files and lines) stay whole."""
+    exc_info = event.pop("exc_info", None)
+    if not exc_info:
+        return event
+    error: BaseException | None
+    if isinstance(exc_info, BaseException):
+        error = exc_info
+    elif isinstance(exc_info, tuple):
+        error = exc_info[1]
+    else:
+        error = sys.exc_info()[1]
+    if error is not None:
+        event["exception"] = _render_chain(error)
+    return event
+
+
+def _render_chain(error: BaseException) -> str:
+    chain: list[tuple[BaseException, str]] = []
+    seen: set[int] = set()
+    current: BaseException | None = error
+    link = ""
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        chain.append((current, link))
+        if current.__cause__ is not None:
+            current, link = (
+                current.__cause__,
+                "The above exception was the direct cause of the following exception:",
+            )
+        elif current.__context__ is not None and not current.__suppress_context__:
+            current, link = (
+                current.__context__,
+                "During handling of the above exception, another exception occurred:",
+            )
+        else:
+            current = None
+    parts: list[str] = []
+    for index, (exc, _) in enumerate(reversed(chain)):
+        if index:
+            parts.append(f"\n{chain[len(chain) - index][1]}\n\n")
+        parts.append(_render_one(exc, exc.__traceback__))
+    return "".join(parts).rstrip("\n")
+
+
+def _render_one(error: BaseException, tb: TracebackType | None) -> str:
+    fields = log_fields(error)
+    if not isinstance(error, LlmBotError):  # its text is all outside text: the excerpt
+        text = fields.get("detail", "")
+    elif "detail" in fields:
+        text = f"{fields['error']} (detail: {fields['detail']})"
+    else:
+        text = fields["error"]
+    frames = "".join(traceback.format_tb(tb)) if tb is not None else ""
+    head = "Traceback (most recent call last):\n" if frames else ""
+    return f"{head}{frames}{type(error).__qualname__}: {text}\n"
+
+
 def configure_logging(*, level: str = "info", fmt: Literal["json", "console"] = "json") -> None:
     """Configure structlog (and the stdlib root logger, for libraries) once at start."""
     numeric = LEVELS.get(level, logging.INFO)
@@ -40,7 +106,7 @@ def configure_logging(*, level: str = "info", fmt: Literal["json", "console"] = 
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         structlog.processors.StackInfoRenderer(),
-        structlog.processors.format_exc_info,
+        redacted_exception,
     ]
     renderer: structlog.types.Processor = (
         structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer()

@@ -49,6 +49,9 @@ from tests.support.processes import ConsumerProcess
 from tests.support.services import DEFAULT_AMQP_URL, DEFAULT_REDIS_URL, ServiceUrls
 
 Probe = Callable[[str, int, Counter[str]], Awaitable[None]]
+PROBE_ADDRESS = ("127.0.0.2", 0)
+"""Where the connection probes come from: another address than the normal client's (a
+loopback alias), as an attacker's would (the gateway caps connections per address)."""
 PROBE_NAMES = (
     "silent connections",
     "slow headers",
@@ -101,7 +104,7 @@ async def normal_client(url: str, stop: asyncio.Event, latencies: list[float]) -
 async def silent_connections(url: str, port: int, answers: Counter[str]) -> None:
     async def one() -> None:
         while True:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            _, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=PROBE_ADDRESS)
             answers["opened"] += 1
             with contextlib.suppress(OSError):
                 await writer.wait_closed()  # returns once the gateway closes it
@@ -113,7 +116,9 @@ async def silent_connections(url: str, port: int, answers: Counter[str]) -> None
 async def slow_headers(url: str, port: int, answers: Counter[str]) -> None:
     async def one() -> None:
         while True:
-            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", port, local_addr=PROBE_ADDRESS
+            )
             writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
             with contextlib.suppress(OSError):
                 for n in range(100):

@@ -5,6 +5,7 @@ XSS payloads rendered as text, and forgetting a conversation through the CLI's c
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
@@ -82,6 +83,19 @@ async def test_pages_and_json_twins_show_the_seeded_user(
         assert data["index_entries"] > 0
         html = (await client.get(base)).text
         assert PLANTED in html
+        conversation = f"{base}/c/{user.second.conversation_id}"
+        window = (await client.get(conversation, params={"format": "json"})).json()
+        messages = window["working_memory"]["messages"]
+        assert messages
+        assert all(m["tokens"] > 0 for m in messages)  # per message, summing to each turn's
+        by_turn = {row["turn"]: row["tokens"] for row in window["window_tokens_by_turn"]}
+        assert by_turn == {
+            turn: sum(m["tokens"] for m in messages if m["turn"] == turn) for turn in by_turn
+        }
+        page = (await client.get(conversation)).text
+        row = re.search(r'<tr id="m-[^"]+">(.*?)</tr>', page)
+        assert row is not None
+        assert re.search(r"<td>\d+</td>$", row[1])  # the Tokens column is filled
         why = await client.get(
             f"{base}/c/{user.second.conversation_id}/why",
             params={"message": "Where do I live now, Chiang Mai?", "format": "json"},

@@ -12,6 +12,7 @@ import pytest
 from llm_bot.bootstrap import Service
 from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
+from llm_bot.memory.stored_text import is_invisible
 from llm_bot.memory.working import ConversationKey
 from tests.integration.test_memory_worker import settled
 from tests.support.events import message_event, new_id
@@ -137,3 +138,31 @@ async def test_the_import_reaches_the_memory_worker(
     assert progress.classified_through == 2
     assert progress.indexed_through == 2
     assert len(entries) == len(HISTORY)
+
+
+async def test_an_imported_window_reaches_the_model_without_bidi_or_zero_width_characters(
+    make_settings: Callable[..., Settings], fake_model: FakeModelServer
+) -> None:
+    """The conversation's own window (not only the memory message) carries imported turns
+    without their invisible characters, words and line breaks kept (issue 44, item 5)."""
+    key = ConversationKey("tti", new_id("u"), new_id("c"))
+    hidden = [
+        {"role": "user", "text": "Send the \u202eyenom\u202c to\u200b Bob\ufeff\nthanks"},
+        {"role": "assistant", "text": "Noted\u2066 for\u2069 later."},
+    ]
+    async with bot(make_settings()) as (service, client):
+        await client.publish(transcript_event(key, hidden))
+        await acked(client, service)
+        await client.publish(
+            message_event(
+                tenant=key.tenant_id,
+                user=key.user_id,
+                conversation=key.conversation_id,
+                text="What did I ask?",
+            )
+        )
+        await client.next_candidate()
+    (request,) = fake_model.chat_requests()
+    window = [str(m.get("content")) for m in request.window()]
+    assert window[:2] == ["Send the yenom to Bob\nthanks", "Noted for later."]
+    assert not any(is_invisible(char) for text in window for char in text)

@@ -92,9 +92,10 @@ async def inspector_for(settings: Settings) -> AsyncIterator[Inspector]:
         await inspector.close()
 
 
-def client_for(inspector: Inspector) -> httpx.AsyncClient:
-    """An HTTP client of the inspector's app (ASGI, in this process)."""
-    transport = httpx.ASGITransport(app=create_app(inspector))
+def client_for(inspector: Inspector, address: str = "127.0.0.1") -> httpx.AsyncClient:
+    """An HTTP client of the inspector's app (ASGI, in this process), its requests from
+    the client ``address``."""
+    transport = httpx.ASGITransport(app=create_app(inspector), client=(address, 50000))
     return httpx.AsyncClient(transport=transport, base_url="http://inspector.test")
 
 

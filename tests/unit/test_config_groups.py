@@ -15,7 +15,12 @@ from llm_bot.config import Settings, load_settings
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "s3cr3t-Pa55word"  # planted to check it is never shown
 
-SHARED = {"prefetch": {"delivery", "fairness"}}
+SHARED = {
+    "prefetch": {"delivery", "fairness"},
+    "auth_max_failures": {"gateway", "inspector"},
+    "auth_failure_window_seconds": {"gateway", "inspector"},
+    "auth_lockout_seconds": {"gateway", "inspector"},
+}
 """Variables two groups read: the replica's slots are delivery's prefetch and what
 fairness shares out."""
 NOT_IN_A_GROUP = {"tenant_token_budgets"}

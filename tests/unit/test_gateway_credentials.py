@@ -143,3 +143,46 @@ def test_hash_key_prints_a_user_bound_entry(
     entry = capsys.readouterr().out.strip()
     assert ApiKeys.parse(entry).caller_for("sk-widget-key") == Caller("shop_1", "alice")
     assert main(["gateway", "hash-key", "--tenant", "shop_1", "--user", "bad user"]) == 2
+
+
+KEYS = ApiKeys.parse(f"shop_1={key_digest('sk-shop-1-key')},shop_1/ann={key_digest('k-ann')}")
+
+
+@pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BEARER", "bEaReR"])
+def test_the_scheme_is_case_insensitive_and_the_identity_is_the_keys(scheme: str) -> None:
+    """However the scheme is spelled, the caller's identity (what per-key limits count) is
+    the configured key's, and never holds the key itself."""
+    caller = Credentials(keys=KEYS).caller(f"{scheme} sk-shop-1-key")
+    assert caller == Caller("shop_1")
+    assert caller.identity == Credentials(keys=KEYS).caller("Bearer sk-shop-1-key").identity
+    assert caller.identity.startswith("key:")
+    assert "sk-shop-1-key" not in caller.identity
+    assert caller.identity != Credentials(keys=KEYS).caller("Bearer k-ann").identity
+
+
+@pytest.mark.parametrize(
+    ("header", "complaint"),
+    [
+        ("", "missing API key"),
+        ("Bearer  sk-shop-1-key", "malformed Authorization header"),
+        ("Bearer\tsk-shop-1-key", "malformed Authorization header"),
+        ("Bearer sk-shop-1-key ", "malformed Authorization header"),
+        (" Bearer sk-shop-1-key", "malformed Authorization header"),
+        ("Bearer sk-shop-1-key, Bearer x", "malformed Authorization header"),
+        ("Bearer", "malformed Authorization header"),
+        ("Basic c2stc2hvcC0xLWtleQ==", "unsupported authorization scheme"),
+    ],
+)
+def test_a_header_spelled_outside_rfc_6750_is_a_401_saying_so(header: str, complaint: str) -> None:
+    with pytest.raises(WireError) as refused:
+        Credentials(keys=KEYS).caller(header)
+    assert refused.value.status == 401
+    assert refused.value.code == "invalid_api_key"
+    assert complaint in refused.value.message
+
+
+def test_every_token_of_a_user_is_one_identity() -> None:
+    tokens = _tokens()
+    first = tokens.caller_for(_token(_valid()))
+    second = tokens.caller_for(_token(_valid(exp=int(time.time()) + 200)))
+    assert first.identity == second.identity == "user:shop_1/alice"

@@ -14,7 +14,15 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "services" / "llm_bot"
 
 _LEAVES = frozenset(
-    {"amqp_url", "redis_url", "token_budgets", "context_budget", "header_text", "access_lists"}
+    {
+        "amqp_url",
+        "redis_url",
+        "token_budgets",
+        "context_budget",
+        "header_text",
+        "access_lists",
+        "redaction",
+    }
 )
 """Top-level modules of parse rules and value types, below config."""
 _CORE = frozenset({"contract", "errors", "config"}) | _LEAVES
@@ -27,8 +35,9 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     "token_budgets": frozenset(),
     "context_budget": frozenset(),
     "header_text": frozenset(),
+    "redaction": frozenset(),
     "access_lists": frozenset({"contract"}),
-    "errors": frozenset({"contract"}),
+    "errors": frozenset({"contract", "redaction"}),
     "config": _LEAVES | {"contract"},
     "telemetry": _CORE,
     "memory": _CORE,
@@ -37,15 +46,18 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     "service": _STORES | {"flows"},
     "graph": _STORES | {"flows", "service"},
     "adapters": _STORES,
-    "gateway": _CORE | {"adapters", "telemetry"},
+    "auth_throttle": _CORE | {"telemetry"},
+    "gateway": _CORE | {"adapters", "telemetry", "auth_throttle"},
     "delivery": _STORES | {"flows", "service", "adapters"},
     "fake_model": _CORE | {"memory"},
     "logs": _CORE | {"telemetry"},
     "bootstrap": _STORES | {"flows", "service", "graph", "adapters", "gateway", "delivery"},
     "entrypoints": _STORES
-    | {"flows", "service", "graph", "adapters", "gateway", "delivery", "bootstrap", "fake_model"},
+    | {"flows", "service", "graph", "adapters", "gateway", "delivery", "bootstrap", "fake_model"}
+    | {"auth_throttle"},
     "inspector": _STORES
     | {"flows", "service", "graph", "adapters", "gateway", "delivery", "bootstrap"}
+    | {"auth_throttle"}
     | {"entrypoints"},
     "cli": frozenset(),  # the top: may import anything (checked below)
     "__main__": frozenset({"cli"}),

@@ -113,3 +113,12 @@ def test_a_transcript_continues_an_existing_conversation() -> None:
         created_at=NOW,
     )
     assert [(m.turn, m.seq) for m in messages] == [(7, 2), (8, 0)]
+
+
+def test_imported_text_loses_its_invisible_characters_and_keeps_the_rest() -> None:
+    """Zero-width and bidi characters go (as from what the memory message quotes); line
+    breaks, full-width forms and Thai stay as written."""
+    said = "Pay \u202eevil\u202c to\u200b me \u2066x\u2069\ufeff\nline two \uff21\uff22 ดำ"
+    spoken = TranscriptMessage(role="user", text=said)
+    [message] = transcript_turns("evt_1", [spoken], last_turn=0, next_seq=0, created_at=NOW)
+    assert message.content == "Pay evil to me x\nline two \uff21\uff22 ดำ"

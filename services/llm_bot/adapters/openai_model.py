@@ -253,13 +253,13 @@ class OpenAIChatModel:
             raise ModelTimeout("model request timed out") from exc
         except openai.APIConnectionError as exc:
             raise ModelUnavailable("model endpoint unreachable") from exc
-        except openai.APIStatusError as exc:
-            detail = f"model returned HTTP {exc.status_code}"
+        except openai.APIStatusError as exc:  # the provider's text: logs only, redacted
+            status = f"model returned HTTP {exc.status_code}"
             if exc.status_code in RETRYABLE_STATUS or exc.status_code >= 500:
-                raise ModelUnavailable(detail) from exc
-            raise ModelRejected(detail) from exc
-        except openai.APIError as exc:  # an error event inside a stream
-            raise ModelUnavailable(f"model stream failed: {exc.message}") from exc
+                raise ModelUnavailable(status, detail=exc.message) from exc
+            raise ModelRejected(status, detail=exc.message) from exc
+        except openai.APIError as exc:  # an error event inside a stream: its text too
+            raise ModelUnavailable("model stream failed", detail=exc.message) from exc
         except (aiohttp.ClientError, httpx2.HTTPError) as exc:  # a stream that broke off
             raise ModelUnavailable(f"model stream broke off ({type(exc).__name__})") from exc
 

@@ -15,6 +15,7 @@ import structlog
 from aio_pika.abc import AbstractExchange
 
 from llm_bot.contract import CandidateDeltaV1, CandidateV1, ErrorV1
+from llm_bot.errors import log_fields
 from llm_bot.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
@@ -55,6 +56,6 @@ class RabbitReplies:
             )
         except Exception as exc:  # noqa: BLE001  # best effort: never fail the turn for it
             self._metrics.replies_sent.labels(kind, "failed").inc()
-            log.warning("reply_to.not_sent", kind=kind, error=str(exc) or type(exc).__name__)
+            log.warning("reply_to.not_sent", kind=kind, **log_fields(exc))
         else:
             self._metrics.replies_sent.labels(kind, "sent").inc()

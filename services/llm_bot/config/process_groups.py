@@ -50,6 +50,24 @@ class LoggingConfig:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AuthThrottleConfig:
+    """Failed-authentication throttling of the gateway and the inspector's login
+    (``LLM_BOT_AUTH_*``, see ``llm_bot.auth_throttle``)."""
+
+    max_failures: int
+    window_seconds: float
+    lockout_seconds: float
+
+    @classmethod
+    def of(cls, settings: Settings) -> AuthThrottleConfig:
+        return cls(
+            max_failures=settings.auth_max_failures,
+            window_seconds=settings.auth_failure_window_seconds,
+            lockout_seconds=settings.auth_lockout_seconds,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GatewayConfig:
     """``llm-bot gateway``: its public API (``LLM_BOT_GATEWAY_*``). The access lists are
     the validated text of their variables; the gateway parses them into its own types."""
@@ -70,6 +88,8 @@ class GatewayConfig:
     user_max_in_flight: int
     models: tuple[str, ...]
     """``LLM_BOT_GATEWAY_MODELS``, split at its commas."""
+    max_connections_per_address: int
+    auth: AuthThrottleConfig
 
     @classmethod
     def of(cls, settings: Settings) -> GatewayConfig:
@@ -89,6 +109,8 @@ class GatewayConfig:
             key_max_in_flight=settings.gateway_key_max_in_flight,
             user_max_in_flight=settings.gateway_user_max_in_flight,
             models=tuple(m.strip() for m in settings.gateway_models.split(",") if m.strip()),
+            max_connections_per_address=settings.gateway_max_connections_per_address,
+            auth=AuthThrottleConfig.of(settings),
         )
 
 
@@ -100,12 +122,22 @@ class InspectorConfig:
     host: str
     port: int
     keys: str
+    auth: AuthThrottleConfig
 
     @classmethod
     def of(cls, settings: Settings) -> InspectorConfig:
         return cls(
-            host=settings.inspector_host, port=settings.inspector_port, keys=settings.inspector_keys
+            host=settings.inspector_host,
+            port=settings.inspector_port,
+            keys=settings.inspector_keys,
+            auth=AuthThrottleConfig.of(settings),
         )
 
 
-__all__ = ["GatewayConfig", "InspectorConfig", "LoggingConfig", "ProcessConfig"]
+__all__ = [
+    "AuthThrottleConfig",
+    "GatewayConfig",
+    "InspectorConfig",
+    "LoggingConfig",
+    "ProcessConfig",
+]

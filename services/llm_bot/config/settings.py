@@ -246,6 +246,16 @@ class Settings(BaseSettings):
     gateway_user_max_in_flight: int = Field(
         4, ge=0, validation_alias=_env("LLM_BOT_GATEWAY_USER_MAX_IN_FLIGHT")
     )
+    gateway_max_connections_per_address: int = Field(
+        100, ge=0, validation_alias=_env("LLM_BOT_GATEWAY_MAX_CONNECTIONS_PER_ADDRESS")
+    )
+    auth_max_failures: int = Field(10, ge=0, validation_alias=_env("LLM_BOT_AUTH_MAX_FAILURES"))
+    auth_failure_window_seconds: float = Field(
+        60.0, gt=0, validation_alias=_env("LLM_BOT_AUTH_FAILURE_WINDOW_SECONDS")
+    )
+    auth_lockout_seconds: float = Field(
+        30.0, gt=0, validation_alias=_env("LLM_BOT_AUTH_LOCKOUT_SECONDS")
+    )
     gateway_models: str = Field(
         "llm-bot", min_length=1, validation_alias=_env("LLM_BOT_GATEWAY_MODELS")
     )

@@ -41,7 +41,7 @@ from llm_bot.contract import CandidateV1, FlowResultV1, InternalEventV2, MemoryJ
 from llm_bot.delivery.fair_dispatch import ADMISSION_WINDOW, FairDispatcher, Fairness
 from llm_bot.delivery.process_tuning import CONSUMING_TUNING
 from llm_bot.delivery.settlements import RabbitSettlement, Settlement
-from llm_bot.errors import DependencyUnavailable, PublishFailed
+from llm_bot.errors import DependencyUnavailable, PublishFailed, log_fields
 from llm_bot.header_text import undecodable
 from llm_bot.memory.working import ConversationKey
 from llm_bot.service.broker_actions import (
@@ -320,7 +320,7 @@ class EventConsumer:
         except PublishFailed as exc:
             if self._channel_closed():
                 raise
-            log.warning("outcome.publish_failed", error=str(exc), outcome=outcome.name)
+            log.warning("outcome.publish_failed", **log_fields(exc), outcome=outcome.name)
             failure = DeadLetter(
                 code="internal", message=str(exc), attempts=1, ids=_ids_of(outcome)
             )
@@ -413,7 +413,7 @@ class EventConsumer:
         except PublishFailed as exc:
             if self._channel_closed():
                 raise
-            log.warning("memory_job.not_published", job_id=job.id, error=str(exc))
+            log.warning("memory_job.not_published", job_id=job.id, **log_fields(exc))
 
     async def _with_publish_retries(self, action: Callable[[], Awaitable[None]]) -> None:
         attempt = 1

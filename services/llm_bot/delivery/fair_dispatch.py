@@ -32,7 +32,7 @@ from aio_pika.abc import AbstractIncomingMessage
 from llm_bot.adapters.held_message import HeldMessage
 from llm_bot.adapters.redis_fair_queue import Admitted, RedisFairQueue, Taken
 from llm_bot.delivery.settlements import ParkedSettlement, Settlement
-from llm_bot.errors import LlmBotError
+from llm_bot.errors import LlmBotError, log_fields
 from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import ConversationLease
 from llm_bot.service.fairness import TenantShares
@@ -163,7 +163,7 @@ class FairDispatcher:
                         await offered.message.nack(requeue=True)
                 raise
             except Exception as exc:  # noqa: BLE001  # Redis refused: back to RabbitMQ, not lost
-                log.warning("fair.admission_failed", error=str(exc), count=len(batch))
+                log.warning("fair.admission_failed", **log_fields(exc), count=len(batch))
                 await asyncio.sleep(ADMIT_RETRY_SECONDS)
                 for offered in batch:
                     with contextlib.suppress(Exception):
@@ -219,7 +219,7 @@ class FairDispatcher:
             try:
                 await self._fill()
             except LlmBotError as exc:
-                log.warning("fair.dispatch_failed", error=str(exc))
+                log.warning("fair.dispatch_failed", **log_fields(exc))
                 await asyncio.sleep(POLL_SECONDS)
             except Exception:  # the loop must outlive any one failure
                 log.exception("fair.dispatch_failed")

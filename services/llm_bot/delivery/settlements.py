@@ -19,7 +19,7 @@ import structlog
 from aio_pika.abc import AbstractIncomingMessage
 
 from llm_bot.adapters.redis_fair_queue import RedisFairQueue, Taken
-from llm_bot.errors import LlmBotError
+from llm_bot.errors import LlmBotError, log_fields
 
 log = structlog.get_logger(__name__)
 
@@ -84,7 +84,7 @@ class ParkedSettlement:
         try:
             await self._queue.release(self._taken, delay=delay)
         except LlmBotError as exc:
-            log.warning("fair.release_failed", error=str(exc))
+            log.warning("fair.release_failed", **log_fields(exc))
 
     async def reject(self) -> None:
         """Copied to the dead letters ourselves (no broker delivery is left to reject);
@@ -100,4 +100,4 @@ class ParkedSettlement:
         try:
             self.remaining = await self._complete_taken(self._taken)
         except LlmBotError as exc:
-            log.warning("fair.complete_failed", error=str(exc))
+            log.warning("fair.complete_failed", **log_fields(exc))

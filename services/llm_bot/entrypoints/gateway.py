@@ -24,6 +24,7 @@ from prometheus_client import CollectorRegistry
 from llm_bot import __version__
 from llm_bot.adapters.rabbit_topology import Topology
 from llm_bot.adapters.redis_connection import RedisClient
+from llm_bot.auth_throttle import configured_throttle
 from llm_bot.bootstrap import redis_client, token_guard
 from llm_bot.config import ConfigurationError, GatewayConfig, Settings
 from llm_bot.entrypoints.http_server import HealthServer
@@ -171,6 +172,7 @@ def build_gateway(
                     user_in_flight=gateway.user_max_in_flight,
                 )
             ),
+            throttle=configured_throttle(gateway.auth, "gateway", metrics.registry),
         ),
         metrics=metrics,
         tracer=provider.get_tracer(TRACER_NAME, __version__),
@@ -178,6 +180,8 @@ def build_gateway(
     protocol = http_protocol.bounded_protocol(
         header_seconds=http_protocol.HEADER_READ_SECONDS,
         request_seconds=gateway.timeout_seconds + http_protocol.RESPONSE_GRACE_SECONDS,
+        max_per_address=gateway.max_connections_per_address,
+        on_refused=lambda _: metrics.connections_refused.labels("per_address").inc(),
     )
     config = uvicorn.Config(
         app,

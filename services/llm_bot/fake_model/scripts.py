@@ -30,7 +30,7 @@ __all__ = [
 DEFAULT_ECHO_LIMIT = 200
 """How many characters of the last user message the default responder echoes."""
 
-FaultKind = Literal["status", "hang", "delay", "cut"]
+FaultKind = Literal["status", "hang", "delay", "cut", "stream_error"]
 
 
 def content_text(content: Any) -> str:
@@ -156,6 +156,10 @@ class Fault:
     - ``Fault.cut(after, text)`` starts answering (``text`` or the responder's reply), then
       drops the connection: a streamed reply after ``after`` text pieces, a plain one before
       its body.
+    - ``Fault.stream_error(message, after)`` streams ``after`` text pieces of the reply, then
+      an error event carrying ``message`` (what a provider sends when it fails mid-stream;
+      the SDK raises ``APIError`` with that text); a request that does not stream gets a
+      500 with ``message``.
     """
 
     kind: FaultKind
@@ -185,6 +189,13 @@ class Fault:
         if seconds < 0:
             raise ValueError(f"delay seconds must be >= 0, got {seconds}")
         return cls(kind="delay", seconds=seconds, text=text)
+
+    @classmethod
+    def stream_error(cls, message: str, after: int = 0) -> Fault:
+        """Stream ``after`` pieces, then an error event with ``message``."""
+        if after < 0:
+            raise ValueError(f"stream_error after must be >= 0, got {after}")
+        return cls(kind="stream_error", message=message, after=after)
 
     @classmethod
     def cut(cls, after: int, text: str | None = None) -> Fault:

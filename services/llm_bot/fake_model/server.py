@@ -66,6 +66,7 @@ _Builder = Callable[[RecordedRequest, web.Request], Awaitable[web.StreamResponse
 
 
 _CUT_AFTER = web.RequestKey("fake_model_cut_after", int)
+_STREAM_ERROR = web.RequestKey("fake_model_stream_error", tuple[int, str])
 
 
 class _Cut(Exception):
@@ -271,6 +272,10 @@ class FakeModelServer:
         if step is not None:
             if step.kind == "status":
                 return error_response(step.status_code, step.message)
+            if step.kind == "stream_error":
+                if not recorded.body.get("stream"):
+                    return error_response(500, step.message)
+                request[_STREAM_ERROR] = (step.after, step.message)
             await asyncio.sleep(step.seconds)
             if step.kind == "cut":
                 request[_CUT_AFTER] = step.after
@@ -308,6 +313,7 @@ class FakeModelServer:
         """Send server-sent events, pacing those that carry a text piece; a scripted cut
         drops the connection after that many pieces."""
         cut_after: int | None = request.get(_CUT_AFTER)
+        failure = request.get(_STREAM_ERROR)
         response = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
@@ -317,12 +323,17 @@ class FakeModelServer:
             if is_piece:
                 if cut_after is not None and pieces >= cut_after:
                     raise _Cut
+                if failure is not None and pieces >= failure[0]:
+                    break
                 pieces += 1
                 if self._piece_interval:
                     await asyncio.sleep(self._piece_interval)
             await response.write(data)
         if cut_after is not None:
             raise _Cut
+        if failure is not None:  # an OpenAI-style error event, where the SDK raises APIError
+            error = {"message": failure[1], "type": "server_error", "param": None, "code": None}
+            await response.write(sse({"type": "error", "error": error}, event="error"))
         await response.write_eof()
         return response
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from llm_bot.access_lists import parse_key_entries
 from llm_bot.gateway.caller import Caller
@@ -47,7 +47,7 @@ class ApiKeys:
         found: Caller | None = None
         for caller, digest in self.entries:
             if hmac.compare_digest(presented, digest) and found is None:
-                found = caller
+                found = replace(caller, identity=f"key:{digest.hex()[:24]}")
         return found
 
     def tenant_for(self, key: str) -> str | None:

@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 
 import structlog
 from fastapi import FastAPI, Request
@@ -34,8 +35,10 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from pydantic import ValidationError
 
+from llm_bot.auth_throttle import AuthThrottle, ThrottleSettings
 from llm_bot.contract import CandidateV1, InternalEventV2
 from llm_bot.contract.identifiers import ID_PATTERN
+from llm_bot.gateway.authentication import Door, authenticated
 from llm_bot.gateway.bus import BusUnavailable, GatewayBus
 from llm_bot.gateway.credentials import Credentials
 from llm_bot.gateway.error_replies import (
@@ -52,7 +55,7 @@ from llm_bot.gateway.openai_wire import (
     parse_request,
 )
 from llm_bot.gateway.request_body import json_body
-from llm_bot.gateway.request_limits import LimitSettings, Release, RequestLimits, key_id
+from llm_bot.gateway.request_limits import LimitSettings, Release, RequestLimits
 from llm_bot.gateway.sse_stream import ClosingStream, ReplyStream, next_reply
 from llm_bot.gateway.tenant_personas import TenantPersonas
 from llm_bot.gateway.token_quota import TokenQuota
@@ -81,6 +84,15 @@ class GatewaySettings:
     """Tenants' token budgets: a spent one is 429 before publishing (None: no budgets)."""
     limits: RequestLimits = field(default_factory=lambda: RequestLimits(LimitSettings()))
     """Per-key and per-user requests per minute and in flight (none by default here)."""
+    throttle: AuthThrottle = field(
+        default_factory=lambda: AuthThrottle(ThrottleSettings(max_failures=0), "gateway")
+    )
+    """Failed-authentication throttling per client address and key prefix (off here)."""
+
+    @cached_property
+    def door(self) -> Door:
+        """The credentials, limits and throttle every authenticated path checks."""
+        return Door(credentials=self.credentials, limits=self.limits, throttle=self.throttle)
 
 
 def create_app(
@@ -101,9 +113,9 @@ def create_app(
     async def models(request: Request) -> Response:
         request_id = new_request_id()
         try:
-            settings.credentials.caller(request.headers.get("authorization", ""))
+            authenticated(request, settings.door)
         except WireError as exc:
-            return error_response(exc, request_id)
+            return await refusal(exc, request_id)
         data = [
             {"id": model, "object": "model", "created": 0, "owned_by": "llm-bot"}
             for model in settings.model_ids
@@ -144,16 +156,13 @@ class _Completions:
         stream = False
         release: Release = _nothing
         try:
-            authorization = request.headers.get("authorization", "")
-            caller = self._settings.credentials.caller(authorization)
-            key = key_id(authorization)
-            self._settings.limits.attempt(key)  # before the body: a flood costs little
+            caller = authenticated(request, self._settings.door)  # before the body: cheap
             headers = {k.lower(): v for k, v in request.headers.items()}
             body = await json_body(request, self._settings.max_body_bytes)
             chat = parse_request(body, headers, bound_user=caller.user)
             stream = chat.stream
             _check_persona(chat, caller.tenant, self._settings.personas)
-            release = self._settings.limits.admit(key, caller.tenant, chat.user_id)
+            release = self._settings.limits.admit(caller.identity, caller.tenant, chat.user_id)
             if self._settings.quota is not None:
                 await self._settings.quota.check(caller.tenant)
             event = _event(chat, caller.tenant, headers)
@@ -161,9 +170,7 @@ class _Completions:
             return await self._answer(chat, event, span, started, request_id, release=release)
         except WireError as exc:
             self._finish(span, started, stream, exc.status, release=release)
-            if exc.code == "rate_limit_exceeded":
-                await asyncio.sleep(REFUSAL_DELAY_SECONDS)  # a client looping on 429s slows
-            return error_response(exc, request_id)
+            return await refusal(exc, request_id)
         except Exception:
             log.exception("gateway.request_failed", request_id=request_id, status=500)
             self._finish(span, started, stream, 500, release=release)
@@ -270,6 +277,14 @@ class _Completions:
         if status >= 500 or ending not in (None, "completed", "disconnected"):
             span.set_status(Status(StatusCode.ERROR))
         span.end()
+
+
+async def refusal(error: WireError, request_id: str) -> Response:
+    """The error reply; a rate-limit refusal is held a moment first (a client looping on
+    429s slows down)."""
+    if error.code == "rate_limit_exceeded":
+        await asyncio.sleep(REFUSAL_DELAY_SECONDS)
+    return error_response(error, request_id)
 
 
 def _nothing() -> None:

@@ -3,7 +3,7 @@ the tenant, for a key that is not bound to one)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -14,3 +14,7 @@ class Caller:
     tenant: str
     user: str | None = None
     """None: the key is the tenant's, and the request names its user."""
+    identity: str = field(default="", compare=False)
+    """Which credential this is, however its header was spelled: ``key:<digest prefix>`` of
+    the configured key it matched, or ``user:<tenant>/<user>`` for a signed user token (all
+    of a user's tokens are one identity). What per-key request limits count by."""

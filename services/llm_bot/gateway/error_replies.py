@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 
 from llm_bot.gateway.bus import BusOverloaded, BusUnavailable
 from llm_bot.gateway.openai_wire import WireError
+from llm_bot.redaction import redacted
 
 log = structlog.get_logger(__name__)
 
@@ -40,10 +41,12 @@ def unavailable(exc: BusUnavailable) -> WireError:
 
 
 def log_error(error: WireError, request_id: str) -> None:
-    """The log line a client's request id finds: internal detail here, never in the body."""
+    """The log line a client's request id finds: internal detail here (a bounded, redacted
+    excerpt: it may be a provider's or a broker's text), never in the body."""
     fields = {"request_id": request_id, "status": error.status, "code": error.code}
     if error.status >= 500:
-        log.warning("gateway.request_failed", **fields, detail=error.detail or error.message)
+        detail = redacted(error.detail or error.message)
+        log.warning("gateway.request_failed", **fields, detail=detail)
     else:
         log.info("gateway.request_refused", **fields)
 

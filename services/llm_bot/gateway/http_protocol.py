@@ -14,6 +14,13 @@ it likes. Here:
   began). The app's own deadlines (the body read, the reply wait) come first; this one
   catches what they cannot, such as a client that stops reading a streamed response.
 
+A connection is also refused (closed at once, before anything is read) when its client
+address already holds ``max_per_address`` connections
+(``LLM_BOT_GATEWAY_MAX_CONNECTIONS_PER_ADDRESS``): without it, one address opening about
+a hundred silent connections a second holds every slot of the connection cap for the
+header deadline, and everyone else gets 503. The address is the socket's peer (never a
+forwarded header: a client could name any address there).
+
 The subclass keeps to uvicorn's protocol callbacks (``connection_made``,
 ``on_message_begin``, ``on_headers_complete``, ``on_response_complete``,
 ``connection_lost``) and the request cycle's ``response_started``/``disconnected`` flags.
@@ -23,7 +30,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import structlog
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -46,15 +55,30 @@ class BoundedHttpProtocol(HttpToolsProtocol):
 
     header_seconds: float = HEADER_READ_SECONDS
     request_seconds: float = 75.0
+    max_per_address: int = 0
+    """Connections one peer address may hold at once (0: no cap)."""
+    on_refused: ClassVar[tuple[Callable[[str], None], ...]] = ()
+    """Told the address of each connection refused for the cap (a metric)."""
+    held: ClassVar[dict[str, int]] = {}
+    """Open connections per peer address (one dict per configured class, i.e. server)."""
+    logged: ClassVar[dict[str, float]] = {}
+    """When a refusal of each address was last logged (at most once a second each)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._header_timer: asyncio.TimerHandle | None = None
         self._request_timer: asyncio.TimerHandle | None = None
         self._request_begun = False
+        self._address: str | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        address = self.client[0] if self.client else ""
+        if self.max_per_address and self.held.get(address, 0) >= self.max_per_address:
+            self._refuse_connection(address)
+            return
+        self._address = address
+        self.held[address] = self.held.get(address, 0) + 1
         self._arm_header_timer()
 
     def on_message_begin(self) -> None:
@@ -76,7 +100,31 @@ class BoundedHttpProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_timers()
+        if self._address is not None:
+            left = self.held.get(self._address, 1) - 1
+            if left > 0:
+                self.held[self._address] = left
+            else:
+                self.held.pop(self._address, None)
+            self._address = None
         super().connection_lost(exc)
+
+    def _refuse_connection(self, address: str) -> None:
+        """Close a connection over its address's cap at once (nothing read, nothing sent)."""
+        self.transport.close()
+        for tell in self.on_refused:
+            tell(address)
+        now = time.monotonic()
+        if now - self.logged.get(address, 0.0) >= 1.0:
+            if len(self.logged) >= 1000:
+                self.logged.clear()
+            self.logged[address] = now
+            log.warning(
+                "gateway.connection_refused",
+                client=address,
+                reason="per_address",
+                max_per_address=self.max_per_address,
+            )
 
     def _arm_header_timer(self) -> None:
         self._header_timer = self.loop.call_later(self.header_seconds, self._headers_too_slow)
@@ -127,13 +175,26 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         self.transport.close()
 
 
-def bounded_protocol(*, header_seconds: float, request_seconds: float) -> type[BoundedHttpProtocol]:
+def bounded_protocol(
+    *,
+    header_seconds: float,
+    request_seconds: float,
+    max_per_address: int = 0,
+    on_refused: Callable[[str], None] | None = None,
+) -> type[BoundedHttpProtocol]:
     """The protocol class uvicorn is given (``uvicorn.Config(http=...)``) with these
-    deadlines."""
+    deadlines and this cap per address (its own connection counts)."""
     return type(
         "ConfiguredBoundedHttpProtocol",
         (BoundedHttpProtocol,),
-        {"header_seconds": header_seconds, "request_seconds": request_seconds},
+        {
+            "header_seconds": header_seconds,
+            "request_seconds": request_seconds,
+            "max_per_address": max_per_address,
+            "on_refused": () if on_refused is None else (on_refused,),
+            "held": {},
+            "logged": {},
+        },
     )
 
 

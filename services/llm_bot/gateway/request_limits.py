@@ -1,8 +1,9 @@
 """Per-key and per-user request limits of the gateway: requests per minute and requests in
 flight, each refused with an OpenAI-style 429 ``rate_limit_exceeded`` and ``Retry-After``.
 
-A key is the credential presented (an API key or a user token, known here by a digest of
-it); a user is the tenant and user id the request acts as. A rate is a token bucket: it
+A key is the credential's identity (``Caller.identity``: the configured API key it
+matched, or the user a signed token names), however the ``Authorization`` header spelled
+it; a user is the tenant and user id the request acts as. A rate is a token bucket: it
 refills at the rate per minute, evenly, and holds at most a sixth of it (ten seconds'
 worth), so a client cannot spend a whole minute's requests in one burst (what a fixed
 one-minute window would allow, twice at its edge). In-flight requests count from admission
@@ -19,7 +20,6 @@ off.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import time
 from collections.abc import Callable
@@ -32,11 +32,6 @@ BURST_SHARE = 6
 KEPT_BUCKETS = 10_000
 """Past this many, buckets that have refilled completely are dropped (memory bound)."""
 Release = Callable[[], None]
-
-
-def key_id(authorization: str) -> str:
-    """A short digest of the presented credential: what per-key limits count by."""
-    return hashlib.sha256(authorization.encode()).hexdigest()[:24]
 
 
 @dataclass(frozen=True)

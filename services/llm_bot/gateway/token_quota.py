@@ -13,7 +13,7 @@ from typing import Protocol
 
 import structlog
 
-from llm_bot.errors import BudgetExceeded, LlmBotError
+from llm_bot.errors import BudgetExceeded, LlmBotError, log_fields
 from llm_bot.gateway.openai_wire import insufficient_quota
 
 log = structlog.get_logger(__name__)
@@ -39,4 +39,4 @@ class TokenQuota:
         except BudgetExceeded as exc:
             raise insufficient_quota() from exc
         except LlmBotError as exc:  # Redis down: the service's check before the call decides
-            log.warning("gateway.budget_unchecked", error=str(exc), error_type=type(exc).__name__)
+            log.warning("gateway.budget_unchecked", **log_fields(exc))

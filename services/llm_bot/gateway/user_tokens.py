@@ -73,7 +73,7 @@ class UserTokens:
             raise InvalidUserToken(
                 f"the token lives longer than {self.max_ttl_seconds} s: mint short-lived ones"
             )
-        return Caller(tenant=tenant, user=user)
+        return Caller(tenant=tenant, user=user, identity=f"user:{tenant}/{user}")
 
     def _verified(self, token: str, secrets: list[bytes]) -> dict[str, Any]:
         for secret in secrets:

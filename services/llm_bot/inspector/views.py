@@ -147,14 +147,15 @@ async def user_view(
 
 
 async def conversation_view(inspector: Inspector, key: ConversationKey) -> dict[str, Any]:
-    """The window as the next prompt holds it (tokens per turn), the summary, the raw
+    """The window as the next prompt holds it (tokens per message and per turn), the summary, the raw
     trace and pending memory jobs: ``llm-bot memory show``'s data, plus token counts."""
     data = await show_memory(inspector.settings, key)
     counter = inspector.context.counter
     turns: dict[int, int] = {}
     memory = data["working_memory"] or {"messages": [], "summary": "", "pending_compaction": []}
     for message in memory["messages"]:
-        turns[message["turn"]] = turns.get(message["turn"], 0) + counter.count(message["content"])
+        message["tokens"] = counter.count(message["content"])
+        turns[message["turn"]] = turns.get(message["turn"], 0) + message["tokens"]
     data["window_tokens_by_turn"] = [{"turn": t, "tokens": n} for t, n in sorted(turns.items())]
     data["summary_tokens"] = counter.count(memory["summary"])
     data["pending_jobs"] = {

@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from llm_bot.adapters.redis_ltm import RedisLongTermStore
 from llm_bot.adapters.redis_memory import RedisMemoryStore
+from llm_bot.auth_throttle import AuthThrottle, configured_throttle
 from llm_bot.bootstrap import (
     Foundation,
     build_foundation,
@@ -54,6 +55,8 @@ class Inspector:
     directory: RedisTenantDirectory
     facts: FactEditor
     metrics: InspectorMetrics
+    throttle: AuthThrottle
+    """Failed logins per client address and key prefix (``LLM_BOT_AUTH_*``)."""
     sessions: Sessions = field(default_factory=Sessions)
 
     async def close(self) -> None:
@@ -92,6 +95,7 @@ def build_inspector(
     catalog = personas(settings.personas)
     context = graph_context(settings, base, store, catalog)
     ltm = long_term_store(settings, base.redis)
+    metrics = InspectorMetrics(registry or CollectorRegistry())
     return Inspector(
         settings=settings,
         keys=keys,
@@ -101,7 +105,8 @@ def build_inspector(
         ltm=ltm,
         directory=RedisTenantDirectory(client=base.redis, keys=redis_keys(settings.redis)),
         facts=fact_editor(settings, base, ltm),
-        metrics=InspectorMetrics(registry or CollectorRegistry()),
+        metrics=metrics,
+        throttle=configured_throttle(settings.inspector.auth, "inspector", metrics.registry),
     )
 
 

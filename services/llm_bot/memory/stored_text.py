@@ -46,6 +46,16 @@ def is_invisible(char: str) -> bool:
     return not char.isspace() and unicodedata.category(char) in _INVISIBLE_CATEGORIES
 
 
+def strip_invisible(text: str) -> str:
+    """``text`` without its invisible characters (step 1 above: format, control and
+    surrogate code points), everything else as written: line breaks, spacing, scripts and
+    compatibility forms stay. What an imported transcript's turns keep (SPEC 3
+    ``transcript``): they are history an integrator hands over, and a bidi override in them
+    would reorder what the model and an operator read."""
+    invisible = {ord(char): None for char in set(text) if is_invisible(char)}
+    return text.translate(invisible) if invisible else text
+
+
 def sanitize(text: str) -> str:
     """``text`` as one visible, NFKC-normalised line (see the module docstring). Done in C
     but for one look at each distinct character: it runs on every recalled line of every
@@ -63,4 +73,4 @@ def sanitize(text: str) -> str:
     return " ".join(normal.split())
 
 
-__all__ = ["is_invisible", "sanitize"]
+__all__ = ["is_invisible", "sanitize", "strip_invisible"]

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import structlog
 
+from llm_bot.errors import log_fields
 from llm_bot.memory.cl100k import cl100k_base
 
 if TYPE_CHECKING:
@@ -114,8 +115,7 @@ def _encoding_or_none() -> tiktoken.Encoding | None:
         log.warning(
             "tokens.fallback_estimate",
             encoding="cl100k_base",
-            error_type=type(exc).__name__,
-            error=str(exc),
+            **log_fields(exc),
         )
         return None
 

@@ -3,6 +3,13 @@
 Each user message starts a new turn; an assistant message joins the current turn, and one
 that comes before any turn of the conversation opens a turn of its own. Message ids derive
 from the event id and the position, so re-appending the same event changes nothing.
+
+An imported message's text is kept as written but for its invisible characters
+(:func:`~llm_bot.memory.stored_text.strip_invisible`: zero-width, bidi and other format or
+control characters): a transcript is history handed over by an integrator, and the
+conversation's own window sends its last turns to the model as stored, where a bidi
+override could reorder what the model reads, and hide text from an operator reading it.
+The memory message strips the same characters from everything it quotes.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from datetime import datetime
 from typing import Literal, Protocol
 
 from llm_bot.memory.messages import ChatMessage
+from llm_bot.memory.stored_text import strip_invisible
 
 
 class SpokenMessage(Protocol):
@@ -49,7 +57,7 @@ def transcript_turns(
             ChatMessage(
                 id=f"{event_id}:{index}",
                 role=message.role,
-                content=message.text,
+                content=strip_invisible(message.text),
                 created_at=(message.created_at or created_at).isoformat(),
                 turn=turn,
                 seq=seq,

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 import structlog
 
 from llm_bot.contract import FlowResultV1
-from llm_bot.errors import LlmBotError
+from llm_bot.errors import LlmBotError, log_fields
 from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import ConversationLease
 from llm_bot.service.flow_runner import FlowRunner
@@ -60,7 +60,7 @@ class FlowExpiry:
                     await self._publish(result)
                     await self._runner.finish(key, result.id)
             except LlmBotError as exc:  # Redis or the broker down: the next sweep retries
-                log.warning("flow_expiry.failed", error=str(exc), error_type=type(exc).__name__)
+                log.warning("flow_expiry.failed", **log_fields(exc))
                 return
             self._metrics.flow_results.labels("expired").inc()
             log.info("flow.expired", flow=result.flow, conversation_id=key.conversation_id)

@@ -18,7 +18,7 @@ import structlog
 
 from llm_bot.contract import InternalEventV2, MemoryJobV1
 from llm_bot.contract.messages import derived_id
-from llm_bot.errors import LlmBotError, RetryableError
+from llm_bot.errors import LlmBotError, RetryableError, log_fields
 from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import ConversationLease
 from llm_bot.service.chat_runs import ChatRunner
@@ -138,7 +138,7 @@ class EventHandler:
         try:
             await flows.finish(key, result.id)
         except LlmBotError as exc:
-            log.warning("flow.finish_failed", error=str(exc), error_type=type(exc).__name__)
+            log.warning("flow.finish_failed", **log_fields(exc))
 
     def _terminal(
         self, exc: Exception, ids: EventIds | None, *, attempts: int
@@ -150,8 +150,7 @@ class EventHandler:
         log.warning(
             "event.failed",
             code=outcome.code,
-            error=outcome.message,
-            error_type=type(exc).__name__,
+            **log_fields(exc),
             attempts=attempts,
             exc_info=outcome.code == "internal" and not isinstance(exc, LlmBotError),
         )
@@ -178,7 +177,7 @@ class EventHandler:
             "event.retrying",
             attempt=attempt,
             code=error.code,
-            error=str(error),
+            **log_fields(error),
             delay_seconds=round(delay, 3),
         )
         self._metrics.retried()

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import structlog
 
 from llm_bot.contract import MemoryJobV1
-from llm_bot.errors import LlmBotError
+from llm_bot.errors import LlmBotError, log_fields
 from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import MemoryProgress
 from llm_bot.service.sweep_drain import SWEEP_BATCH, SWEEP_BUDGET_SECONDS, drain_due
@@ -109,6 +109,6 @@ async def sweep_forever(
             for sweep in also:
                 await sweep(clock())
         except LlmBotError as exc:  # Redis failures arrive as MemoryUnavailable
-            log.warning("sweep.failed", error=str(exc), error_type=type(exc).__name__)
+            log.warning("sweep.failed", **log_fields(exc))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), interval_seconds)

@@ -22,7 +22,7 @@ from datetime import datetime
 import numpy as np
 import structlog
 
-from llm_bot.errors import IndexModelMismatch
+from llm_bot.errors import IndexModelMismatch, log_fields
 from llm_bot.memory.hybrid_search import Vector
 from llm_bot.memory.long_term import SemanticFact
 from llm_bot.memory.recall_items import (
@@ -125,7 +125,7 @@ class Indexer:
         try:
             written = await self._write(key.tenant_id, key.user_id, entries, erasure=erasure)
         except IndexModelMismatch as exc:
-            log.warning("index.model_mismatch", error=str(exc))
+            log.warning("index.model_mismatch", **log_fields(exc))
             return 0
         await self._progress.mark_indexed(key, last, erasure=erasure)
         return written
@@ -157,7 +157,7 @@ class Indexer:
         try:
             written = await self._write(tenant_id, user_id, changed, erasure=erasure)
         except IndexModelMismatch as exc:
-            log.warning("index.model_mismatch", error=str(exc))
+            log.warning("index.model_mismatch", **log_fields(exc))
             return 0
         removed = await self._index.remove(tenant_id, user_id, [*gone, *stale])
         if written or removed:

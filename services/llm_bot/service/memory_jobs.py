@@ -21,7 +21,13 @@ import structlog
 from pydantic import ValidationError
 
 from llm_bot.contract import MemoryJobV1
-from llm_bot.errors import BudgetExceeded, ErasedMeanwhile, InvalidEvent, RetryableError
+from llm_bot.errors import (
+    BudgetExceeded,
+    ErasedMeanwhile,
+    InvalidEvent,
+    RetryableError,
+    log_fields,
+)
 from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import MemoryProgress
 from llm_bot.service.classifier import MessageClassifier
@@ -87,7 +93,7 @@ class MemoryJobHandler:
             log.info("memory_job.deferred", reason=exc.code, period=exc.period)
             return outcome_for_error(exc, ids=None, attempts=attempt)
         except Exception as exc:  # noqa: BLE001  # the one place job errors become outcomes
-            log.warning("memory_job.failed", error=str(exc), error_type=type(exc).__name__)
+            log.warning("memory_job.failed", **log_fields(exc))
             return outcome_for_error(exc, ids=None, attempts=attempt)
         if isinstance(result, Exhausted):
             return outcome_for_error(result.error, ids=None, attempts=result.attempts)
@@ -98,7 +104,7 @@ class MemoryJobHandler:
             "memory_job.retrying",
             attempt=attempt,
             code=error.code,
-            error=str(error),
+            **log_fields(error),
             delay_seconds=round(delay, 3),
         )
         self._metrics.retried()

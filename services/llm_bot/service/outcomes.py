@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from llm_bot.contract import CandidateV1, ErrorCode, ErrorV1, FlowResultV1, MemoryJobV1
-from llm_bot.errors import BudgetExceeded, LlmBotError
+from llm_bot.errors import BudgetExceeded, LlmBotError, public_message
 
 OutcomeName = Literal["ok", "skip", "duplicate", "retried", "dead_lettered", "refused"]
 
@@ -117,16 +117,12 @@ def outcome_for_error(
 ) -> DeadLetter | Refused:
     """Map a failure to its terminal outcome with a stable code and a safe message.
 
-    A spent token budget is refused (ErrorV1, no dead letter). Unexpected exceptions
-    become ``internal`` with only their type name: their text may hold content or secrets.
+    A spent token budget is refused (ErrorV1, no dead letter). The message is the error's
+    own fixed text (``public_message``): a provider's text stays in the error's
+    ``detail`` (logs only, redacted), and an unexpected exception is named by its type.
     """
+    message = public_message(error)
     if isinstance(error, BudgetExceeded):
-        return Refused(message=str(error), attempts=attempts, ids=ids)
-    if isinstance(error, LlmBotError):
-        return DeadLetter(code=error.code, message=str(error), attempts=attempts, ids=ids)
-    return DeadLetter(
-        code="internal",
-        message=f"unexpected {type(error).__name__}",
-        attempts=attempts,
-        ids=ids,
-    )
+        return Refused(message=message, attempts=attempts, ids=ids)
+    code = error.code if isinstance(error, LlmBotError) else "internal"
+    return DeadLetter(code=code, message=message, attempts=attempts, ids=ids)

@@ -16,7 +16,7 @@ from typing import Protocol
 
 import structlog
 
-from llm_bot.errors import LlmBotError
+from llm_bot.errors import LlmBotError, log_fields
 from llm_bot.memory.retention import RetentionPlan
 from llm_bot.service.sweep_drain import drain_due
 from llm_bot.telemetry.metrics import Metrics
@@ -79,8 +79,7 @@ class RetentionSweep:
                 log.warning(
                     "retention.sweep_failed",
                     tenant_id=user[0],
-                    error=str(exc),
-                    error_type=type(exc).__name__,
+                    **log_fields(exc),
                 )
 
         await drain_due(lambda limit: self._ltm.due(now, limit), apply, batch=SWEEP_USERS)

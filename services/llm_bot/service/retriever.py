@@ -23,7 +23,7 @@ import numpy as np
 import structlog
 from opentelemetry.trace import Tracer
 
-from llm_bot.errors import LlmBotError
+from llm_bot.errors import LlmBotError, log_fields
 from llm_bot.memory.hybrid_search import Vector
 from llm_bot.memory.keyword_matching import is_filler
 from llm_bot.memory.query_parts import message_query, question_parts
@@ -125,7 +125,7 @@ class PreparedQuery:
         try:
             self._vectors = await self.embeddings
         except LlmBotError as exc:
-            log.warning("retrieval.embedding_failed", code=exc.code, error=str(exc))
+            log.warning("retrieval.embedding_failed", code=exc.code, **log_fields(exc))
         self._awaited = True
         return self._vectors
 
@@ -137,7 +137,7 @@ class PreparedQuery:
         try:
             return await self.across
         except LlmBotError as exc:
-            log.warning("retrieval.embedding_failed", code=exc.code, error=str(exc))
+            log.warning("retrieval.embedding_failed", code=exc.code, **log_fields(exc))
             self.across = None
             return None
 
@@ -272,7 +272,7 @@ class Retriever:
         except TimeoutError:
             return self._timed_out(query, topic, "index_load" if cold else "search", budget)
         except LlmBotError as exc:
-            log.warning("retrieval.failed", code=exc.code, error=str(exc))
+            log.warning("retrieval.failed", code=exc.code, **log_fields(exc))
             return Retrieval("failed", topic=topic, seconds=_since(query))
         candidates: tuple[SearchHit, ...] = ()
         if explain:  # the hits of the bounded search are those of all that fit

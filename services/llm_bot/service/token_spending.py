@@ -23,7 +23,7 @@ from datetime import datetime
 
 import structlog
 
-from llm_bot.errors import BudgetExceeded, LlmBotError
+from llm_bot.errors import BudgetExceeded, LlmBotError, log_fields
 from llm_bot.ports import TokenLedger
 from llm_bot.telemetry.budget_metrics import BudgetMetrics
 from llm_bot.token_budgets import PERIODS, Period, TenantTokenBudgets, TokenBudget, period_id
@@ -101,7 +101,9 @@ class TenantTokenGuard:
         try:
             await self.add(tenant_id, tokens)
         except LlmBotError as exc:  # the reply was paid for: never lose it for a counter
-            log.warning("budget.count_failed", tenant_id=tenant_id, tokens=tokens, error=str(exc))
+            log.warning(
+                "budget.count_failed", tenant_id=tenant_id, tokens=tokens, **log_fields(exc)
+            )
 
     def _report(
         self, tenant_id: str, budget: TokenBudget, totals: dict[Period, int], at: datetime

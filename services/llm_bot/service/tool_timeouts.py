@@ -20,7 +20,7 @@ from typing import Protocol
 import structlog
 
 from llm_bot.contract import EventSource, InternalEventV2, ToolTrace
-from llm_bot.errors import LlmBotError
+from llm_bot.errors import LlmBotError, log_fields
 from llm_bot.memory.tool_rounds import ToolRound, no_result
 from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import MemoryProgress
@@ -89,7 +89,7 @@ class ToolTimeouts:
             try:
                 closed += await self._close(key, now)
             except LlmBotError as exc:  # Redis or the broker down: the next sweep retries
-                log.warning("tool_timeouts.failed", error=str(exc), error_type=type(exc).__name__)
+                log.warning("tool_timeouts.failed", **log_fields(exc))
 
         await drain_due(lambda limit: self._rounds.due(now, limit), close)
         if closed:

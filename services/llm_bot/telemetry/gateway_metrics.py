@@ -44,5 +44,13 @@ class GatewayMetrics:
             "Requests waiting for or streaming their reply.",
             registry=registry,
         )
+        self.connections_refused = Counter(
+            "llmbot_gateway_connections_refused",
+            "Connections closed at once, by reason: per_address (their client address held "
+            "LLM_BOT_GATEWAY_MAX_CONNECTIONS_PER_ADDRESS connections).",
+            ["reason"],
+            registry=registry,
+        )
+        self.connections_refused.labels("per_address")
         for ending in STREAM_ENDINGS:
             self.stream_endings.labels(ending)
