@@ -712,22 +712,13 @@ class _Block:
         return starts, owners[starts]
 
     def append(self, entry_row: int, vectors: Vector) -> range:
-        start, end = self.filled, self.filled + len(vectors)
-        if end > self.matrix.shape[0]:
-            size = max(end, 2 * self.matrix.shape[0], 64)
-            matrix = np.zeros((size, self.matrix.shape[1]), dtype=np.float16)
-            matrix[:start] = self.matrix[:start]
-            self.matrix = matrix
-            owner = np.full(size, -1, dtype=np.int64)
-            owner[:start] = self.owner[:start]
-            self.owner = owner
-        self.matrix[start:end] = vectors[:, self.start : self.stop]
-        self.owner[start:end] = entry_row
-        self.filled, self.live = end, self.live + len(vectors)
-        return range(start, end)
+        start = self.filled
+        self.append_rows(np.full(len(vectors), entry_row, dtype=np.int64), vectors)
+        return range(start, self.filled)
 
     def append_rows(self, owners: npt.NDArray[np.int64], vectors: Vector) -> None:
-        """Rows of several entries at once, each entry's rows together (``append``'s runs)."""
+        """Rows of several entries at once (``owners``: each row's entry row), each entry's
+        rows together: its run."""
         start, end = self.filled, self.filled + len(vectors)
         if end > self.matrix.shape[0]:
             size = max(end, 2 * self.matrix.shape[0], 64)
