@@ -45,9 +45,10 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     "flows": _CORE | {"memory", "ports"},
     "service": _STORES | {"flows"},
     "graph": _STORES | {"flows", "service"},
-    "adapters": _STORES,
+    "client": frozenset({"contract", "amqp_url"}),  # its own distribution: clients/python
+    "adapters": _STORES | {"client"},
     "auth_throttle": _CORE | {"telemetry"},
-    "gateway": _CORE | {"adapters", "telemetry", "auth_throttle"},
+    "gateway": _CORE | {"adapters", "telemetry", "auth_throttle", "client"},
     "delivery": _STORES | {"flows", "service", "adapters"},
     "fake_model": _CORE | {"memory"},
     "logs": _CORE | {"telemetry"},
