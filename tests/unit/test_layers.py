@@ -55,7 +55,7 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     "bootstrap": _STORES | {"flows", "service", "graph", "adapters", "gateway", "delivery"},
     "entrypoints": _STORES
     | {"flows", "service", "graph", "adapters", "gateway", "delivery", "bootstrap", "fake_model"}
-    | {"auth_throttle"},
+    | {"auth_throttle", "client"},
     "inspector": _STORES
     | {"flows", "service", "graph", "adapters", "gateway", "delivery", "bootstrap"}
     | {"auth_throttle"}
