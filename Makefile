@@ -33,6 +33,10 @@ $(STAMP): pyproject.toml $(LOCK)
 .PHONY: install
 install: $(STAMP) ## create .venv and install llm-bot with its dev tools from the hashed lock (requirements.lock)
 
+.PHONY: dev
+dev: $(STAMP) ## the fake model, consumer, memory worker and inspector in one terminal (prefixed logs; Ctrl-C stops all)
+	$(BIN)/llm-bot dev
+
 .PHONY: run
 run: $(STAMP) ## run the consumer (needs RabbitMQ, Redis and OPENAI_API_KEY or OPENAI_BASE_URL)
 	$(BIN)/llm-bot run

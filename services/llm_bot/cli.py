@@ -1,4 +1,4 @@
-"""The ``llm-bot`` command line: run, worker, gateway, inspect, demo, ask, memory
+"""The ``llm-bot`` command line: run, worker, gateway, inspect, demo, dev, ask, memory
 show|why|forget|fact remove|fact correct|reindex|export|import, dlq list|replay, schemas,
 fake-model."""
 
@@ -21,6 +21,7 @@ from llm_bot.contract.identifiers import ID_PATTERN
 from llm_bot.contract.schema_export import stale_schemas, write_schemas
 from llm_bot.entrypoints import ask_cli, dlq_cli, memory_cli, memory_transfer, recall_cli
 from llm_bot.entrypoints.demo import run_demo
+from llm_bot.entrypoints.dev import run_dev
 from llm_bot.entrypoints.gateway import run_gateway
 from llm_bot.entrypoints.run import run_consumer
 from llm_bot.entrypoints.startup import describe_failure
@@ -135,6 +136,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _add_ask(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``ask`` and ``dev``: the first hour's commands."""
+    dev = commands.add_parser(
+        "dev",
+        help="the fake model, consumer, worker and inspector in one terminal (make dev)",
+    )
+    dev.add_argument("--model-port", type=int, default=8089, help="the fake model's port")
     ask = commands.add_parser(
         "ask",
         help="send a message to the running service and print its reply",
@@ -257,6 +264,10 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         asyncio.run(run_gateway(settings))
     elif args.command == "demo":
         asyncio.run(run_demo(settings))
+    elif args.command == "dev":
+        return asyncio.run(
+            run_dev(settings, model_port=args.model_port, digest=inspector_key_digest)
+        )
     elif args.command == "ask":
         question = ask_cli.Question(
             " ".join(args.text),
