@@ -58,7 +58,7 @@ async def test_ask_prints_the_error_when_the_model_is_down(
     async with bot(settings):
         code, out, err = await _ask(settings, "hello?", "--user", "u-down")
     assert (code, out) == (1, "")
-    assert err.startswith("llm-bot ask: error model_error: ")
+    assert err.startswith("llm-bot: error model_error: ")
 
 
 async def test_ask_says_when_nothing_consumes_the_events(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
+from llm_bot.adapters.rabbit_connection import quiet_connect_errors
 from llm_bot.client import Client, ClientError, EventFailed, EventInvalid, ReplyTimeout
 from llm_bot.config import BrokerConfig
 from llm_bot.contract import CandidateV1
@@ -36,25 +37,12 @@ async def run_ask(broker: BrokerConfig, question: Question) -> int:
         timeout=question.timeout,
     )
     try:
-        async with client:
-            if question.stream:
-                async for piece in client.stream(
-                    question.text,
-                    tenant=question.tenant,
-                    user=question.user,
-                    conversation=question.conversation,
-                ):
-                    sys.stdout.write(piece)
-                    sys.stdout.flush()
-                sys.stdout.write("\n")
-                return 0
-            candidate = await client.ask(
-                question.text,
-                tenant=question.tenant,
-                user=question.user,
-                conversation=question.conversation,
-            )
-            _print(candidate, as_json=question.as_json)
+        with quiet_connect_errors():  # a failed connect is reported below, in one line
+            await client.connect()
+        try:
+            await _ask(client, question)
+        finally:
+            await client.close()
     except EventInvalid as exc:
         return _fail(f"the event would be refused: {exc}", 2)
     except EventFailed as exc:
@@ -64,6 +52,19 @@ async def run_ask(broker: BrokerConfig, question: Question) -> int:
     except ClientError as exc:
         return _fail(f"{exc} (AMQP_URL)", 2)
     return 0
+
+
+async def _ask(client: Client, question: Question) -> None:
+    tenant, user, conversation = question.tenant, question.user, question.conversation
+    if question.stream:
+        pieces = client.stream(question.text, tenant=tenant, user=user, conversation=conversation)
+        async for piece in pieces:
+            sys.stdout.write(piece)
+            sys.stdout.flush()
+        sys.stdout.write("\n")
+        return
+    candidate = await client.ask(question.text, tenant=tenant, user=user, conversation=conversation)
+    _print(candidate, as_json=question.as_json)
 
 
 def _print(candidate: CandidateV1, *, as_json: bool) -> None:
@@ -77,5 +78,5 @@ def _print(candidate: CandidateV1, *, as_json: bool) -> None:
 
 
 def _fail(line: str, code: int) -> int:
-    print(f"llm-bot ask: {line}", file=sys.stderr)
+    print(f"llm-bot: {line}", file=sys.stderr)
     return code
