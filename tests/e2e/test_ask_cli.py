@@ -14,7 +14,7 @@ from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.fake_model.scripts import Fault
 from tests.support.harness import bot
-from tests.support.processes import settings_env
+from tests.support.processes import free_port, settings_env
 
 pytestmark = pytest.mark.e2e
 
@@ -67,3 +67,15 @@ async def test_ask_says_when_nothing_consumes_the_events(
     code, out, err = await _ask(make_settings(), "anyone?")
     assert (code, out) == (2, "")
     assert "is llm-bot running" in err
+
+
+async def test_ask_reports_a_broker_it_cannot_reach_in_one_line(
+    make_settings: Callable[..., Settings],
+) -> None:
+    settings = make_settings(amqp_url=f"amqp://guest:guest@127.0.0.1:{free_port()}/")
+    code, out, err = await _ask(settings, "anyone?")
+    assert (code, out) == (2, "")
+    assert len(err.splitlines()) == 1, err  # no library log line before it
+    assert err.startswith("llm-bot: RabbitMQ is not reachable")
+    assert "AMQP_URL" in err
+    assert "guest:" not in err  # credentials never printed

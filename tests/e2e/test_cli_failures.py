@@ -44,14 +44,7 @@ def _cases(silent: int) -> list[tuple[list[str], dict[str, str], tuple[str, ...]
     no_vhost = {"AMQP_URL": f"amqp://guest:guest@{host}/no-such-vhost"}
     not_rabbit = {"AMQP_URL": f"amqp://guest:guest@127.0.0.1:{silent}/"}
     cases: list[tuple[list[str], dict[str, str], tuple[str, ...]]] = []
-    for command in (
-        ["run"],
-        ["worker"],
-        ["demo"],
-        ["dlq", "list"],
-        ["dlq", "replay"],
-        ["ask", "hi"],
-    ):
+    for command in (["run"], ["worker"], ["demo"], ["dlq", "list"], ["dlq", "replay"]):
         cases.append((command, rabbit_down, ("not reachable", "AMQP_URL")))
     for command in (["run"], ["dlq", "list"]):
         cases.append((command, wrong_password, ("user or password", "AMQP_URL")))
