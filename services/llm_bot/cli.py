@@ -122,6 +122,11 @@ def _parser() -> argparse.ArgumentParser:
     schemas.add_argument("--dir", type=Path, default=Path("schemas"))
     schemas.add_argument("--check", action="store_true", help="fail if the files are stale")
 
+    _add_fake_model(commands)
+    return parser
+
+
+def _add_fake_model(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     fake = commands.add_parser("fake-model", help="serve the fake OpenAI-compatible model")
     fake.add_argument("--host", default="127.0.0.1")
     fake.add_argument("--port", type=int, default=8089)
@@ -132,7 +137,6 @@ def _parser() -> argparse.ArgumentParser:
         default=0.0,
         help="streamed text pieces (about tokens) per second (default 0: unpaced)",
     )
-    return parser
 
 
 def _add_ask(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
