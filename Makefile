@@ -30,8 +30,32 @@ $(STAMP): pyproject.toml $(LOCK)
 	touch $(STAMP)
 	@echo "make: installed $(BIN)/llm-bot (not on PATH: run it as $(BIN)/llm-bot, or source $(BIN)/activate)"
 
+TS := clients/typescript
+TS_STAMP := $(TS)/node_modules/.installed
+
+# The TypeScript client's packages, exactly as package-lock.json lists them (npm ci).
+$(TS_STAMP): $(TS)/package.json $(TS)/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "npm is missing: install Node.js 20 with npm"; exit 1; }
+	cd $(TS) && npm ci --no-audit --no-fund --loglevel=error
+	touch $(TS_STAMP)
+
+.PHONY: ts-install
+ts-install: $(TS_STAMP) ## install the TypeScript client's packages from its lockfile (npm ci in clients/typescript)
+
+.PHONY: ts-types
+ts-types: $(TS_STAMP) ## regenerate the TypeScript client's types (clients/typescript/src/generated/) from schemas/
+	cd $(TS) && npm run --silent types
+
+.PHONY: test-ts
+test-ts: $(STAMP) $(TS_STAMP) ## the TypeScript client's tests (node --test) against real RabbitMQ and the service
+	$(BIN)/pytest tests/e2e/test_typescript_client.py
+
 .PHONY: install
 install: $(STAMP) ## create .venv and install llm-bot with its dev tools from the hashed lock (requirements.lock)
+
+.PHONY: dev
+dev: $(STAMP) ## the fake model, consumer, memory worker and inspector in one terminal (prefixed logs; Ctrl-C stops all)
+	$(BIN)/llm-bot dev
 
 .PHONY: run
 run: $(STAMP) ## run the consumer (needs RabbitMQ, Redis and OPENAI_API_KEY or OPENAI_BASE_URL)
@@ -62,7 +86,7 @@ fake-model: $(STAMP) ## serve the fake OpenAI-compatible model on :8089 (for mak
 	$(BIN)/llm-bot fake-model --port 8089
 
 .PHONY: test
-test: $(STAMP) ## run the whole suite against real RabbitMQ and Redis
+test: $(STAMP) $(TS_STAMP) ## run the whole suite (the TypeScript client's tests too) against real RabbitMQ and Redis
 	$(BIN)/pytest
 
 .PHONY: test-unit
@@ -99,11 +123,12 @@ infra-check: $(STAMP) ## validate infra/: promtool on alert rules, their tests, 
 	fi
 
 .PHONY: lint
-lint: $(STAMP) ## ruff (lint + format check), mypy --strict, schema drift check
+lint: $(STAMP) $(TS_STAMP) ## ruff (lint + format check), mypy --strict, schema drift check (the TypeScript types too), tsc
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/llm-bot schemas --check
+	cd $(TS) && npm run --silent check-types && npx tsc -p tsconfig.json --noEmit
 
 .PHONY: format
 format: $(STAMP) ## apply ruff fixes and formatting
@@ -113,6 +138,8 @@ format: $(STAMP) ## apply ruff fixes and formatting
 .PHONY: schemas
 schemas: $(STAMP) ## regenerate the JSON Schemas in schemas/ from the pydantic models
 	$(BIN)/llm-bot schemas
+	@if [ -f $(TS_STAMP) ]; then cd $(TS) && npm run --silent types; else \
+		echo "make: run make ts-types too (the TypeScript client's types follow schemas/)"; fi
 
 .PHONY: lock
 lock: $(STAMP) ## regenerate the hashed locks from pyproject.toml and the versions pinned in constraints.txt
@@ -125,4 +152,5 @@ audit: $(STAMP) ## pip-audit the locked packages against the PyPI advisory datab
 
 .PHONY: clean
 clean: ## remove the virtualenv and caches
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis build *.egg-info \
+		$(TS)/node_modules $(TS)/dist

@@ -84,11 +84,13 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-def model_client(model: ModelConfig) -> AsyncOpenAI:
+def model_client(model: ModelConfig, *, required: bool = True) -> AsyncOpenAI:
     """``AsyncOpenAI`` for the configured endpoint; a clear error when neither a key nor an
-    endpoint is set."""
+    endpoint is set, unless ``required`` is False: a process that never calls the model
+    (the inspector reads Redis, its dry run stops before the model call) starts without
+    one, and any call it made would be refused by the provider for want of a key."""
     key = model.api_key.get_secret_value() if model.api_key else None
-    if key is None and model.base_url is None:
+    if required and key is None and model.base_url is None:
         raise ConfigurationError(
             "invalid configuration: OPENAI_API_KEY: set it for api.openai.com, or set "
             "OPENAI_BASE_URL to an OpenAI-compatible server (for example "
@@ -335,14 +337,17 @@ def build_foundation(
     *,
     tracer_provider: TracerProvider | None = None,
     registry: CollectorRegistry | None = None,
+    calls_model: bool = True,
 ) -> Foundation:
-    """Tests pass their own tracer provider (in-memory exporter) and metrics registry."""
+    """Tests pass their own tracer provider (in-memory exporter) and metrics registry.
+    ``calls_model=False``: a process that reads memory only (the inspector) needs no model
+    settings (an OpenAI-compatible embedder still needs its endpoint)."""
     provider = tracer_provider or build_tracer_provider()
     tracer = provider.get_tracer(TRACER_NAME, __version__)
     metrics = Metrics(registry=registry or CollectorRegistry())
     limiter = rate_limiter(settings.rate_limits, metrics)
     config = settings.model
-    client = model_client(config)
+    client = model_client(config, required=calls_model)
     redis = redis_client(settings.redis)
     spending = token_guard(settings, redis, metrics.budgets)
     gen_ai_provider = config.provider_name or provider_name(config.base_url)

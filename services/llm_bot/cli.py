@@ -1,4 +1,4 @@
-"""The ``llm-bot`` command line: run, worker, gateway, inspect, demo, memory
+"""The ``llm-bot`` command line: run, worker, gateway, inspect, demo, dev, ask, memory
 show|why|forget|fact remove|fact correct|reindex|export|import, dlq list|replay, schemas,
 fake-model."""
 
@@ -19,8 +19,9 @@ from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.config import ConfigurationError, Settings, load_settings
 from llm_bot.contract.identifiers import ID_PATTERN
 from llm_bot.contract.schema_export import stale_schemas, write_schemas
-from llm_bot.entrypoints import dlq_cli, memory_cli, memory_transfer, recall_cli
+from llm_bot.entrypoints import ask_cli, dlq_cli, memory_cli, memory_transfer, recall_cli
 from llm_bot.entrypoints.demo import run_demo
+from llm_bot.entrypoints.dev import run_dev
 from llm_bot.entrypoints.gateway import run_gateway
 from llm_bot.entrypoints.run import run_consumer
 from llm_bot.entrypoints.startup import describe_failure
@@ -48,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("run", help="consume InternalEventV2 events and publish candidates")
     commands.add_parser("worker", help="the memory worker: classify, compact, finalize")
     commands.add_parser("demo", help="a 7-turn conversation through RabbitMQ with a fake model")
+    _add_ask(commands)
     gateway = commands.add_parser(
         "gateway",
         help="serve the OpenAI-compatible HTTP API (POST /v1/chat/completions)",
@@ -120,6 +122,11 @@ def _parser() -> argparse.ArgumentParser:
     schemas.add_argument("--dir", type=Path, default=Path("schemas"))
     schemas.add_argument("--check", action="store_true", help="fail if the files are stale")
 
+    _add_fake_model(commands)
+    return parser
+
+
+def _add_fake_model(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     fake = commands.add_parser("fake-model", help="serve the fake OpenAI-compatible model")
     fake.add_argument("--host", default="127.0.0.1")
     fake.add_argument("--port", type=int, default=8089)
@@ -130,7 +137,33 @@ def _parser() -> argparse.ArgumentParser:
         default=0.0,
         help="streamed text pieces (about tokens) per second (default 0: unpaced)",
     )
-    return parser
+
+
+def _add_ask(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``ask`` and ``dev``: the first hour's commands."""
+    dev = commands.add_parser(
+        "dev",
+        help="the fake model, consumer, worker and inspector in one terminal (make dev)",
+    )
+    dev.add_argument("--model-port", type=int, default=8089, help="the fake model's port")
+    ask = commands.add_parser(
+        "ask",
+        help="send a message to the running service and print its reply",
+        description="Publish TEXT as a message event (llm_bot.client) to the running service "
+        "and print the reply; AMQP_URL and LLM_BOT_INGRESS_* say where.",
+    )
+    ask.add_argument("text", nargs="+", metavar="TEXT", help="the message")
+    ask.add_argument("--tenant", default=ask_cli.DEFAULT_TENANT)
+    ask.add_argument("--user", default=ask_cli.DEFAULT_USER)
+    ask.add_argument("--conversation", default=ask_cli.DEFAULT_CONVERSATION)
+    shown = ask.add_mutually_exclusive_group()
+    shown.add_argument(
+        "--stream", action="store_true", help="print the reply's pieces as they arrive"
+    )
+    shown.add_argument("--json", action="store_true", help="print the CandidateV1 as JSON")
+    ask.add_argument(
+        "--timeout", type=float, default=120.0, metavar="S", help="seconds to wait (default 120)"
+    )
 
 
 def _positive_int(text: str) -> int:
@@ -235,6 +268,21 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         asyncio.run(run_gateway(settings))
     elif args.command == "demo":
         asyncio.run(run_demo(settings))
+    elif args.command == "dev":
+        return asyncio.run(
+            run_dev(settings, model_port=args.model_port, digest=inspector_key_digest)
+        )
+    elif args.command == "ask":
+        question = ask_cli.Question(
+            " ".join(args.text),
+            tenant=args.tenant,
+            user=args.user,
+            conversation=args.conversation,
+            stream=args.stream,
+            as_json=args.json,
+            timeout=args.timeout,
+        )
+        return asyncio.run(ask_cli.run_ask(settings.broker, question))
     elif args.command == "dlq":
         return _dlq(args, settings)
     elif args.command == "memory":

@@ -1,7 +1,6 @@
-"""The "Publish an event and read the candidate" program of docs/contract.md (the one the
-README's Quick start sends its messages with), run as a newcomer would: twice with different
-text (each run prints its own answer), and with the model down (it prints the ErrorV1
-instead of waiting forever).
+"""The raw AMQP recipe of docs/contract.md ("Other languages"), run as a newcomer would:
+twice with different text (each run prints its own answer), and with the model down (it
+prints the ErrorV1 instead of waiting forever).
 
 The program is taken from docs/contract.md as it stands; only the broker URL and the routing
 keys are swapped for this test's own (each literal must be there exactly once, so an edit of
@@ -26,7 +25,7 @@ from tests.support.harness import bot
 pytestmark = pytest.mark.e2e
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "contract.md"
-SECTION = "\n## Publish an event and read the candidate\n"
+SECTION = "\n## Other languages: the raw AMQP recipe\n"
 
 
 def _program(settings: Settings) -> str:

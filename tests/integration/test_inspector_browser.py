@@ -106,3 +106,33 @@ async def test_find_a_user_see_why_and_forget_a_conversation(
             finally:
                 server.should_exit = True
                 await serving
+
+
+async def test_the_login_link_of_make_dev_logs_in_and_leaves_no_key_in_the_address(
+    service_urls: ServiceUrls, page: Page
+) -> None:
+    """``/login#key=K`` (what ``llm-bot dev`` prints): the page's script logs in with K; the
+    key is gone from the address bar. A wrong key stays on the login page."""
+    async with (
+        inspector_settings(service_urls, f"*={key_digest(KEY)}") as settings,
+        inspector_for(settings) as inspector,
+    ):
+        port = free_port()
+        server = uvicorn.Server(
+            uvicorn.Config(create_app(inspector), port=port, log_config=None, lifespan="off")
+        )
+        serving = asyncio.create_task(server.serve())
+        try:
+            while not server.started:
+                await asyncio.sleep(0.05)
+            base = f"http://127.0.0.1:{port}"
+            await page.goto(f"{base}/login#key=not-the-key")
+            await page.wait_for_selector("p.error")
+            assert "not-the-key" not in page.url
+            await page.goto(f"{base}/login#key={KEY}")
+            await page.wait_for_url(f"{base}/")
+            assert KEY not in page.url
+            assert await page.query_selector("#tenant") is not None  # the home page's search
+        finally:
+            server.should_exit = True
+            await serving

@@ -13,10 +13,10 @@ from starlette.requests import ClientDisconnect
 
 from llm_bot.config import ConfigurationError, load_settings
 from llm_bot.contract import ErrorV1
+from llm_bot.contract.stream_text import StreamText
 from llm_bot.gateway.api_keys import ApiKeys, key_digest
 from llm_bot.gateway.openai_wire import WireError, parse_request
 from llm_bot.gateway.sse_stream import ClosingStream
-from llm_bot.gateway.stream_text import StreamText
 
 
 def test_api_keys_map_digests_to_tenants() -> None:

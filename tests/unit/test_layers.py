@@ -45,16 +45,17 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     "flows": _CORE | {"memory", "ports"},
     "service": _STORES | {"flows"},
     "graph": _STORES | {"flows", "service"},
-    "adapters": _STORES,
+    "client": frozenset({"contract", "amqp_url"}),  # its own distribution: clients/python
+    "adapters": _STORES | {"client"},
     "auth_throttle": _CORE | {"telemetry"},
-    "gateway": _CORE | {"adapters", "telemetry", "auth_throttle"},
+    "gateway": _CORE | {"adapters", "telemetry", "auth_throttle", "client"},
     "delivery": _STORES | {"flows", "service", "adapters"},
     "fake_model": _CORE | {"memory"},
     "logs": _CORE | {"telemetry"},
     "bootstrap": _STORES | {"flows", "service", "graph", "adapters", "gateway", "delivery"},
     "entrypoints": _STORES
     | {"flows", "service", "graph", "adapters", "gateway", "delivery", "bootstrap", "fake_model"}
-    | {"auth_throttle"},
+    | {"auth_throttle", "client"},
     "inspector": _STORES
     | {"flows", "service", "graph", "adapters", "gateway", "delivery", "bootstrap"}
     | {"auth_throttle"}

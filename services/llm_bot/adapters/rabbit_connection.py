@@ -1,53 +1,33 @@
 """Connections to RabbitMQ, to one broker or to any node of a cluster (``AMQP_URL``'s forms
 are in ``amqp_url.py``).
 
-aio-pika's ``RobustConnection`` reconnects by itself (and then reopens its channels,
-re-declares what they declared and restarts their consumers), always to its ``url``. Each
-lost connection, and each failed attempt, goes through ``_on_connection_close`` before
-the next attempt; :class:`NodeRotatingConnection` moves ``url`` to the next node there, so
-the next attempt goes to the next node of the process's order, round and round until one
-answers. With one URL (a broker, or a load balancer) it behaves as ``RobustConnection``.
+How a robust connection moves from node to node is in ``llm_bot/client/connection.py``
+(the client reconnects by the same code); here it logs each reconnection, and the
+connects fail after a timeout, reported as one line.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-import os
 from collections.abc import Iterator
 from typing import Any
 
 import aio_pika
 import structlog
-from aio_pika import RobustConnection
 from aio_pika.abc import AbstractConnection, AbstractRobustConnection
 from aio_pika.exceptions import CONNECTION_EXCEPTIONS
 from aiormq.exceptions import AMQPConnectionError
-from yarl import URL
 
-from llm_bot.amqp_url import hosts_of, node_order, parse_amqp_url
+from llm_bot.client.connection import NodeRotatingConnection as RotatingBase
+from llm_bot.client.connection import connect_rotating as rotating
+from llm_bot.client.connection import nodes_in_process_order
 
 log = structlog.get_logger(__name__)
 
 
-class NodeRotatingConnection(RobustConnection):
-    """A robust connection that reconnects to the next node of ``nodes`` each time."""
-
-    def __init__(self, nodes: tuple[str, ...], **options: Any) -> None:
-        super().__init__(URL(nodes[0]), **options)
-        self._nodes = tuple(URL(node) for node in nodes)
-        self._current = 0
-
-    @property
-    def node(self) -> str:
-        """``host:port`` of the node connected to (or tried next); no credentials."""
-        return hosts_of(str(self.url))
-
-    async def _on_connection_close(self, closing: asyncio.Future[Any]) -> None:
-        self._current = (self._current + 1) % len(self._nodes)
-        self.url = self._nodes[self._current]
-        await super()._on_connection_close(closing)
+class NodeRotatingConnection(RotatingBase):
+    """The client's rotating connection, logging each reconnection."""
 
     async def _on_connected(self) -> None:
         await super()._on_connected()
@@ -55,29 +35,17 @@ class NodeRotatingConnection(RobustConnection):
             log.info("amqp.reconnected", node=self.node)
 
 
-def nodes_in_process_order(amqp_url: str) -> tuple[str, ...]:
-    """``AMQP_URL``'s nodes in this process's order."""
-    return node_order(parse_amqp_url(amqp_url), seed=os.getpid())
-
-
 async def connect_rotating(
     amqp_url: str, *, attempt_timeout: float, **options: Any
 ) -> AbstractRobustConnection:
     """A :class:`NodeRotatingConnection` to the first node (in this process's order) that
     answers within ``attempt_timeout``; when none does, the last node's error is raised."""
-    nodes = nodes_in_process_order(amqp_url)
-    failure: BaseException | None = None
-    for start in range(len(nodes)):
-        connection = NodeRotatingConnection(nodes[start:] + nodes[:start], **options)
-        try:
-            await connection.connect(timeout=attempt_timeout)
-        except CONNECTION_EXCEPTIONS as exc:
-            failure = exc
-            await connection.close()
-        else:
-            return connection
-    assert failure is not None  # noqa: S101  # AMQP_URL names at least one node
-    raise failure
+    return await rotating(
+        amqp_url,
+        attempt_timeout=attempt_timeout,
+        connection_class=NodeRotatingConnection,
+        **options,
+    )
 
 
 async def connect_first_node(

@@ -13,10 +13,10 @@ from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from llm_bot.contract import CandidateDeltaV1, CandidateV1, ErrorV1
+from llm_bot.contract.stream_text import StreamText
 from llm_bot.gateway.bus import BusUnavailable, ReplyWait
 from llm_bot.gateway.error_replies import log_error, unavailable
 from llm_bot.gateway.openai_wire import ChatRequest, ChunkWriter, WireError
-from llm_bot.gateway.stream_text import StreamText
 from llm_bot.telemetry.gateway_metrics import GatewayMetrics
 
 

@@ -90,6 +90,7 @@ def build_inspector(
         settings,
         tracer_provider=None,
         registry=CollectorRegistry(),  # the dry run's retriever counts here, never exported
+        calls_model=False,  # it reads Redis; the dry run stops before the model call
     )
     store = memory_store(settings, base.redis)
     catalog = personas(settings.personas)

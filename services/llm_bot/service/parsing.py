@@ -6,17 +6,14 @@ import json
 import re
 from typing import Any
 
-from pydantic import ValidationError
-
 from llm_bot.contract import InternalEventV2
 from llm_bot.contract.identifiers import ID_PATTERN
+from llm_bot.contract.validation import EventInvalid, validate_event
 from llm_bot.errors import InvalidEvent
 from llm_bot.service.outcomes import EventIds
 
 _ID = re.compile(ID_PATTERN)
 _ID_FIELDS = ("id", "tenant_id", "user_id", "conversation_id")
-_MAP_FIELDS = frozenset({"metadata"})
-"""Free-form maps: their keys are input, so an error path never shows them."""
 
 
 def parse_event(
@@ -33,30 +30,9 @@ def parse_event(
     except UnicodeDecodeError as exc:
         raise InvalidEvent(f"body is not valid UTF-8 (byte {exc.start})") from exc
     try:
-        return InternalEventV2.model_validate_json(body)
-    except ValidationError as exc:
-        raise InvalidEvent(_describe(exc)) from exc
-
-
-def _describe(exc: ValidationError) -> str:
-    """One readable line: the first problems with their field paths, never input values."""
-    errors = exc.errors(include_input=False, include_url=False)
-    if errors and errors[0]["type"] == "json_invalid":
-        return f"invalid JSON: {errors[0]['msg'].removeprefix('Invalid JSON: ')}"
-    parts = []
-    for error in errors[:3]:
-        where = _path(error["loc"])
-        parts.append(f"{where}: {error['msg']}")
-    more = exc.error_count() - len(parts)
-    suffix = f" (+{more} more)" if more > 0 else ""
-    return "schema violation: " + "; ".join(parts) + suffix
-
-
-def _path(loc: tuple[int | str, ...]) -> str:
-    parts = [str(p) for p in loc]
-    if len(parts) > 1 and parts[0] in _MAP_FIELDS:
-        parts[1] = "<key>"
-    return ".".join(parts) or "body"
+        return validate_event(body)
+    except EventInvalid as exc:
+        raise InvalidEvent(str(exc)) from exc
 
 
 def readable_ids(body: bytes, *, max_bytes: int) -> EventIds | None:

@@ -1,4 +1,6 @@
-"""What a streaming client is sent, so that it never sees two different texts.
+"""How a reader of CandidateDeltaV1 pieces shows one text (the gateway's SSE stream and
+``llm_bot.client``'s ``stream``): what a streaming client is sent, so that it never sees two
+different texts.
 
 Deltas are numbered from 0 in each model call. When a call fails midway the service retries
 it, and the retry streams again from 0: its text may repeat what the client already has

@@ -1,0 +1,1 @@
+../../../../services/llm_bot/__init__.py

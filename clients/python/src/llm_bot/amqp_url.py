@@ -1,0 +1,1 @@
+../../../../services/llm_bot/amqp_url.py
