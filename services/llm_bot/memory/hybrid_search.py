@@ -1008,8 +1008,6 @@ def collapse_within(
     kept: Vector | None = None  # the kept embeddings, one row each (one product per check)
     filled = 0
     for candidate in candidates:
-        if candidate.keyword <= 0 and candidate.dense < query.min_score:
-            continue  # neither ranking found it relevant: not recalled on its position alone
         vector, start = candidate.vector, candidate.vector_start
         comparable = (
             vector is not None
