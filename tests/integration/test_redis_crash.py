@@ -82,7 +82,7 @@ async def test_a_redis_killed_mid_traffic_keeps_every_committed_turn(
             assert all(durable[f"{user} facts"] for user in users), durable
             assert all(durable[f"{user} index"] for user in users), durable
 
-            memory_model.set_latency(0.05)  # traffic still flowing when Redis dies
+            memory_model.set_latency(0.3)  # events in the model's hands when Redis dies
             live = [ConversationKey(tenant, user, new_id("c")) for user in users]
             events = {key: [conversation_event(key, f"turn {n}") for n in range(8)] for key in live}
             every_id = [str(e["id"]) for batch in events.values() for e in batch]
