@@ -108,6 +108,9 @@ class FairDispatcher:
         self._max_takes = fairness.max_takes
         self._recover_every = fairness.recover_every
         self._inbox: asyncio.Queue[Offered | object] = asyncio.Queue()
+        self._offers = 0
+        """Deliveries in the inbox (not the wake-ups also put there)."""
+        self._wake_queued = False
         self._ledger = UnansweredDeliveries(
             tenant_bound=fairness.tenant_max_waiting, metrics=metrics
         )
@@ -126,7 +129,7 @@ class FairDispatcher:
 
     @property
     def in_flight(self) -> int:
-        return len(self._runs) + self._inbox.qsize()
+        return len(self._runs) + self._offers
 
     @property
     def unanswered(self) -> UnansweredDeliveries:
@@ -145,6 +148,7 @@ class FairDispatcher:
         self, message: AbstractIncomingMessage, held: HeldMessage, key: ConversationKey
     ) -> None:
         """Queue a valid delivery for admission (in delivery order)."""
+        self._offers += 1
         self._inbox.put_nowait(Offered(message, held, key))
 
     async def stop_taking(self) -> set[asyncio.Task[None]]:
@@ -166,8 +170,11 @@ class FairDispatcher:
             arrived = [await self._inbox.get()]
             while len(arrived) < ADMIT_BATCH and not self._inbox.empty():
                 arrived.append(self._inbox.get_nowait())
-            batch = self._within_bounds(
-                [*self._ledger.released(), *(o for o in arrived if isinstance(o, Offered))]
+            self._wake_queued = False
+            self._offers -= sum(1 for o in arrived if isinstance(o, Offered))
+            released = self._ledger.released()  # older than any of their tenant's arrivals
+            batch = released + self._within_bounds(
+                [o for o in arrived if isinstance(o, Offered)], released
             )
             if not batch:
                 continue
@@ -186,11 +193,14 @@ class FairDispatcher:
                     with contextlib.suppress(Exception):
                         await offered.message.nack(requeue=True)
 
-    def _within_bounds(self, offered: list[Offered]) -> list[Offered]:
-        """The deliveries to admit now; those of a tenant at its bound wait here (in
-        delivery order: once one waits, its tenant's later ones wait behind it)."""
+    def _within_bounds(self, offered: list[Offered], released: list[Offered]) -> list[Offered]:
+        """Of the deliveries arrived, those to admit now (after ``released``, which were held
+        back and have room again); those of a tenant at its bound wait here (in delivery
+        order: once one waits, its tenant's later ones wait behind it)."""
         batch: list[Offered] = []
         admitting: dict[str, int] = {}
+        for one in released:
+            admitting[one.key.tenant_id] = admitting.get(one.key.tenant_id, 0) + 1
         for one in offered:
             tenant = one.key.tenant_id
             if self._ledger.at_bound(tenant, admitting.get(tenant, 0)):
@@ -257,7 +267,7 @@ class FairDispatcher:
                 await asyncio.sleep(POLL_SECONDS)
 
     async def _fill(self) -> None:
-        if self._shares.free <= 0 or not self._inbox.empty():
+        if self._shares.free <= 0 or self._offers:
             return  # admission first: what waits behind a backlog reaches Redis sooner
         now = time.monotonic()
         if now - self._refreshed >= POLL_SECONDS:
@@ -342,7 +352,8 @@ class FairDispatcher:
             await self._answered(taken.uid)
 
     async def _answered(self, uid: str) -> None:
-        if await self._ledger.answered(uid) and self._ledger.holding_back:
+        if await self._ledger.answered(uid) and self._ledger.holding_back and not self._wake_queued:
+            self._wake_queued = True
             self._inbox.put_nowait(_WAKE)  # its tenant may have room again
 
     async def _complete_in_queue(self, taken: Taken) -> int:
@@ -351,7 +362,7 @@ class FairDispatcher:
         :meth:`_fill` would make next rides in the completion's round trip, with the look
         at the tenants when one is due (it then serves the next choice: a tenant another
         replica made ready is seen one completion later at most)."""
-        if self._stopping or not self._queue.takes_with_completion or not self._inbox.empty():
+        if self._stopping or not self._queue.takes_with_completion or self._offers:
             return await self._queue.complete(taken)
         finished = taken.key.tenant_id
         self._shares.finish(finished)
