@@ -59,7 +59,11 @@ POLL_SECONDS = 0.05
 ADMIT_RETRY_SECONDS = 1.0
 """Pause before a batch Redis refused goes back to RabbitMQ (requeued, not lost)."""
 ACKS_POLL_SECONDS = 0.1
-"""How often a replica reads the completions other replicas made of its deliveries."""
+"""How often a replica reads the completions other replicas made of its deliveries, while
+it saw one in the last ``ACKS_BUSY_SECONDS`` (else every ``ACKS_IDLE_POLL_SECONDS``: a
+lone replica completes its own, and a read costs a round trip)."""
+ACKS_IDLE_POLL_SECONDS = 1.0
+ACKS_BUSY_SECONDS = 10.0
 _WAKE = object()
 """Put in the admission inbox to make the loop look at deliveries released from a bound."""
 
@@ -448,20 +452,26 @@ class FairDispatcher:
         log.warning("fair.readmitted_lost_deliveries", count=len(lost))
 
     async def _acks_loop(self) -> None:
+        last_seen = -ACKS_BUSY_SECONDS
         while not self._stopping:
-            await asyncio.sleep(ACKS_POLL_SECONDS)
+            busy = time.monotonic() - last_seen < ACKS_BUSY_SECONDS
+            await asyncio.sleep(ACKS_POLL_SECONDS if busy else ACKS_IDLE_POLL_SECONDS)
             if len(self._ledger) == 0:
                 continue
             try:
-                await self._read_completions()
+                if await self._read_completions():
+                    last_seen = time.monotonic()
             except LlmBotError as exc:
                 log.warning("fair.completions_unread", error=str(exc))
             except Exception:  # the loop must outlive any one failure
                 log.exception("fair.completions_unread")
 
-    async def _read_completions(self) -> None:
-        for uid in await self._queue.completions():
+    async def _read_completions(self) -> int:
+        """Ack what other replicas completed; returns how many they did."""
+        done = await self._queue.completions()
+        for uid in done:
             await self._answered(uid)
+        return len(done)
 
 
 def retaken(taken: Taken) -> HeldMessage:

@@ -28,6 +28,10 @@ from llm_bot.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
 
+RELEASE_CHUNK = 32
+"""Held-back deliveries of a tenant are let in once this many fit (an eighth of the bound
+at most): one admission round trip lets many in."""
+
 
 @dataclass(frozen=True)
 class Offered:
@@ -100,10 +104,15 @@ class UnansweredDeliveries:
         return True
 
     def released(self) -> list[Offered]:
-        """Held-back deliveries whose tenant has room again, oldest first."""
+        """Held-back deliveries whose tenant has room again, oldest first; a chunk at a
+        time (one admission round trip for many), or all the room when the tenant has
+        nothing admitted."""
         out: list[Offered] = []
+        chunk = max(1, min(RELEASE_CHUNK, self._bound // 8))
         for tenant, held in list(self._held_back.items()):
             room = self._bound - self._counts[tenant]
+            if room < chunk and self._counts[tenant] > 0:
+                continue
             while held and room > 0:
                 out.append(held.popleft())
                 room -= 1
