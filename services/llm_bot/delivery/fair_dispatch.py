@@ -113,6 +113,8 @@ class FairDispatcher:
         self._recover_every = fairness.recover_every
         self._inbox: asyncio.Queue[Offered | object] = asyncio.Queue()
         self._offers = 0
+        self._suspect: set[str] = set()
+        """Uids Redis did not have at the last audit."""
         """Deliveries in the inbox (not the wake-ups also put there)."""
         self._wake_queued = False
         self._ledger = UnansweredDeliveries(
@@ -421,9 +423,10 @@ class FairDispatcher:
                 self._metrics.fair_ready.set(await self._queue.ready_count())
 
     async def audit(self) -> None:
-        """This replica's unanswered deliveries against Redis: those it lost are admitted
-        again under their uids, in admission order (the broker still holds them); a
-        conversation with deliveries that nothing would hand over is made ready."""
+        """This replica's unanswered deliveries against Redis: those it lost (missing at
+        two audits in a row) are admitted again under their uids, in admission order (the
+        broker still holds them); a conversation with deliveries that nothing would hand
+        over is made ready."""
         self._ledger.report()
         waiting = self._ledger.by_conversation()
         if not waiting:
@@ -433,7 +436,11 @@ class FairDispatcher:
         if found.orphans:
             self._metrics.fair_orphans.inc(found.orphans)
             log.warning("fair.unwatched_conversations_repaired", conversations=found.orphans)
-        lost = self._ledger.still_unanswered(found.missing)
+        # Missing at two audits in a row: a completion on another replica whose notice was
+        # not read yet is missing once, never twice (the notice is read within a second).
+        missing = self._ledger.still_unanswered(found.missing)
+        lost = [(uid, offered) for uid, offered in missing if uid in self._suspect]
+        self._suspect = {uid for uid, _ in missing} - {uid for uid, _ in lost}
         if not lost:
             return
         admitted = await self._queue.admit(
