@@ -6,7 +6,10 @@ Per conversation, in the user's slot beside its lease:
   processing is complete, so a replica that dies mid-event leaves it where it was.
 - the conversation's lease (the same key and tokens as ``redis_lease.py``): whoever holds
   it processes the head. Taking a conversation is taking its lease.
-- ``parkn``: how many times each delivery was taken (a poison bound).
+- ``parkn``: how many times each delivery was taken (a poison bound); written at admission,
+  so an admitter's audit can tell a delivery Redis lost.
+- ``{fairack:<replica>}:done`` (its own slot): uids of a replica's deliveries that another
+  replica completed, for the admitter to ack (it holds each unacked in RabbitMQ).
 
 Global, sharded by tenant over a few slots (every script touches one slot):
 - ``ready:<tenant>``: the tenant's conversations that have deliveries and no holder, by
@@ -16,7 +19,8 @@ Global, sharded by tenant over a few slots (every script touches one slot):
   its lease, and :meth:`RedisFairQueue.recover` makes its conversation ready again.
 
 Invariant: a conversation with deliveries is either held (its holder makes it ready again
-when it completes) or ready. Every gap between two scripts is covered by ``taken``.
+when it completes) or ready. Every gap between two scripts is covered by ``taken``; what
+a lost shard or a cluster race leaves uncovered, the admitters' audits repair.
 """
 
 from __future__ import annotations

@@ -469,7 +469,7 @@ class FairDispatcher:
                 if await self._read_completions():
                     last_seen = time.monotonic()
             except LlmBotError as exc:
-                log.warning("fair.completions_unread", error=str(exc))
+                log.warning("fair.completions_unread", **log_fields(exc))
             except Exception:  # the loop must outlive any one failure
                 log.exception("fair.completions_unread")
 
