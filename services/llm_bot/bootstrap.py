@@ -526,6 +526,8 @@ def fairness(settings: Settings, client: RedisClient) -> Fairness:
         max_body_bytes=delivery.max_body_bytes,
         max_takes=settings.broker.delivery_limit,
         recover_every=delivery.lease_seconds / 3,
+        max_waiting=shares.max_waiting,
+        tenant_max_waiting=min(shares.tenant_max_waiting, shares.max_waiting),
     )
 
 

@@ -127,6 +127,20 @@ class RedisClusterNodes:
         wait_until("the cluster to settle after the failover", self._settled, 30)
         return replica
 
+    def kill_master(self, master_port: int) -> int:
+        """SIGKILL the master at ``master_port`` (no handover: its replica is promoted by the
+        cluster once the node timeout passes, with whatever it had replicated); returns the
+        promoted replica's port once the surviving nodes agree."""
+        replica = self.replica_of(master_port)
+        process = self.processes[self.ports.index(master_port)]
+        process.kill()
+        process.wait(timeout=10)
+        self.ports.remove(master_port)
+        self.processes.remove(process)
+        wait_until("the replica's promotion", lambda: self._role(replica) == "master", 30)
+        wait_until("the cluster to settle without the dead master", self._settled, 30)
+        return replica
+
     def _role(self, port: int) -> str:
         return str(self.client(port).info("replication").get("role"))
 

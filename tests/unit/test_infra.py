@@ -478,6 +478,8 @@ def test_alert_rules_have_severity_summary_description_and_runbook() -> None:
         "LlmBotStalled",
         "LlmBotHighDwellP99",
         "LlmBotTenantBudgetNearlySpent",
+        "LlmBotTenantWaitingAtBound",
+        "LlmBotFairQueueRepaired",
         "LlmBotQueueNearItsBound",
         "LlmBotRedisClusterDegraded",
         "LlmBotBrokerNodeDown",

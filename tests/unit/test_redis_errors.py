@@ -116,3 +116,23 @@ async def test_worker_progress_calls_that_used_to_escape_are_retryable(closed_po
                 await call
     finally:
         await client.aclose()
+
+
+async def test_an_attribute_error_inside_redis_py_is_a_redis_failure_but_ours_is_not() -> None:
+    """redis-py's async cluster client can raise AttributeError on a connection a dead
+    node's reset left half-closed: retryable. The same error from our own code is a bug."""
+    from redis.asyncio.connection import Connection  # noqa: PLC0415
+
+    @redis_failures_retryable
+    class Adapter:
+        async def half_closed(self) -> None:
+            connection = Connection()
+            await connection._send_packed_command([b"PING"])  # no writer: AttributeError
+
+        async def ours(self) -> None:
+            raise AttributeError("a bug of ours")
+
+    with pytest.raises(MemoryUnavailable):
+        await Adapter().half_closed()
+    with pytest.raises(AttributeError):
+        await Adapter().ours()

@@ -1,8 +1,8 @@
 """A delivery the service holds on to after the broker let it go: what dead-lettering and
 processing need of the original message, and its byte form in Redis (the fair queue).
 
-The fair queue acks a delivery once it is stored in Redis (``redis_fair_queue.py``), so
-everything a later step reads of the message (body, headers, the properties a dead-letter
+The fair queue stores a delivery in Redis (``redis_fair_queue.py``) and any replica may
+process it, so everything a later step reads of the message (body, headers, the properties a dead-letter
 copy keeps, ``reply_to``) is stored with it and read back unchanged. Header values that JSON
 cannot hold (bytes, timestamps, decimals) travel tagged and come back as the same types.
 """

@@ -27,6 +27,16 @@ T = TypeVar("T")
 REDIS_FAILURES = (RedisError, OSError)
 
 
+def raised_in_redis_py(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised inside redis-py itself: its async cluster client can fail
+    with an ``AttributeError`` on a connection a dead node's reset left without a writer
+    (seen on a master killed -9). A failure of Redis, not of our code: retryable."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and "/redis/" in tb.tb_frame.f_code.co_filename
+
+
 @contextlib.contextmanager
 def redis_failures_as_unavailable(where: str) -> Iterator[None]:
     """``RedisError``/``OSError`` inside become ``MemoryUnavailable`` naming ``where``."""
@@ -61,6 +71,10 @@ def _coroutine(method: Callable[..., Any], where: str) -> Callable[..., Any]:
         try:
             return await method(*args, **kwargs)
         except REDIS_FAILURES as exc:
+            raise _unavailable(where, exc) from exc
+        except AttributeError as exc:
+            if not raised_in_redis_py(exc):
+                raise
             raise _unavailable(where, exc) from exc
 
     return translated

@@ -6,7 +6,10 @@ Per conversation, in the user's slot beside its lease:
   processing is complete, so a replica that dies mid-event leaves it where it was.
 - the conversation's lease (the same key and tokens as ``redis_lease.py``): whoever holds
   it processes the head. Taking a conversation is taking its lease.
-- ``parkn``: how many times each delivery was taken (a poison bound).
+- ``parkn``: how many times each delivery was taken (a poison bound); written at admission,
+  so an admitter's audit can tell a delivery Redis lost.
+- ``{fairack:<replica>}:done`` (its own slot): uids of a replica's deliveries that another
+  replica completed, for the admitter to ack (it holds each unacked in RabbitMQ).
 
 Global, sharded by tenant over a few slots (every script touches one slot):
 - ``ready:<tenant>``: the tenant's conversations that have deliveries and no holder, by
@@ -16,7 +19,8 @@ Global, sharded by tenant over a few slots (every script touches one slot):
   its lease, and :meth:`RedisFairQueue.recover` makes its conversation ready again.
 
 Invariant: a conversation with deliveries is either held (its holder makes it ready again
-when it completes) or ready. Every gap between two scripts is covered by ``taken``.
+when it completes) or ready. Every gap between two scripts is covered by ``taken``; what
+a lost shard or a cluster race leaves uncovered, the admitters' audits repair.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from __future__ import annotations
 import time
 import uuid
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import cast
@@ -35,103 +39,30 @@ from redis.typing import EncodableT
 from llm_bot.adapters.held_message import HeldMessage, decode_held, encode_held
 from llm_bot.adapters.redis_connection import AnyPipeline, RedisClient, queue_script
 from llm_bot.adapters.redis_errors import redis_failures_retryable
+from llm_bot.adapters.redis_fair_scripts import (
+    _ADMIT,
+    _AUDIT,
+    _COMPLETE,
+    _LOOK,
+    _POP,
+    _POP_AND_TAKE,
+    _READY,
+    _RECOVER,
+    _RELEASE,
+    _RETAKE,
+    _TAKE,
+    ADMITTER_LENGTH,
+    UID_LENGTH,
+)
 from llm_bot.adapters.redis_keys import RedisKeys, activity_member, parse_activity_member
 from llm_bot.memory.working import ConversationKey
 
 FAIR_SHARDS = 4
 """Slots the global index is spread over (Redis Cluster: no node carries all of it)."""
-UID_LENGTH = 32
 RECOVER_BATCH = 500
-
-_ADMIT = """
-local n = redis.call('RPUSH', KEYS[1], ARGV[1])
-if n > 1 then return 0 end
-if ARGV[2] == '1' and redis.call('SET', KEYS[2], ARGV[3], 'NX', 'PX', ARGV[4]) then
-  redis.call('HINCRBY', KEYS[3], ARGV[5], 1)
-  return 2
-end
-return 1
-"""
-_POP_HEAD = """
-local m = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0, 1)
-local left = redis.call('ZCARD', KEYS[1])
-if #m == 0 then
-  if left == 0 then redis.call('SREM', KEYS[2], ARGV[1]) end
-  return false
-end
-redis.call('ZREM', KEYS[1], m[1])
-"""
-"""The ready set's oldest conversation due by ARGV[2], removed (false when none is; the
-tenant leaves the set of tenants with work once its ready set is empty): the start of
-``_POP`` and ``_POP_AND_TAKE``."""
-_TAKE = """
-local head = redis.call('LINDEX', KEYS[1], 0)
-if not head then return {0} end
-if not redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1} end
-local taken = redis.call('HINCRBY', KEYS[3], string.sub(head, 1, UID_LENGTH), 1)
-return {2, head, taken, redis.call('LLEN', KEYS[1]) - 1}
-""".replace("UID_LENGTH", str(UID_LENGTH))
-_POP_AND_TAKE = (
-    _POP_HEAD
-    + """if left == 1 then redis.call('SREM', KEYS[2], ARGV[1]) end
-local bar = string.find(m[1], '|', 1, true)
-local bar2 = string.find(m[1], '|', bar + 1, true)
-local scope = ARGV[6] .. string.sub(m[1], 1, bar2 - 1) .. ARGV[7]
-local conversation = string.sub(m[1], bar2 + 1)
-local park = scope .. ARGV[8] .. conversation
-local head = redis.call('LINDEX', park, 0)
-if not head then
-  redis.call('ZREM', KEYS[3], m[1])
-  return {0, m[1]}
-end
-if not redis.call('SET', scope .. ARGV[9] .. conversation, ARGV[4], 'NX', 'PX', ARGV[5]) then
-  redis.call('ZREM', KEYS[3], m[1])
-  redis.call('ZADD', KEYS[1], 'NX', ARGV[11], m[1])
-  redis.call('SADD', KEYS[2], ARGV[1])
-  return {1, m[1]}
-end
-redis.call('ZADD', KEYS[3], ARGV[3], m[1])
-local taken = redis.call('HINCRBY', scope .. ARGV[10] .. conversation,
-  string.sub(head, 1, UID_LENGTH), 1)
-return {2, m[1], head, taken, redis.call('LLEN', park) - 1}
-""".replace("UID_LENGTH", str(UID_LENGTH))
-)
-"""``_POP`` and ``_TAKE`` in one script, on one Redis server only: the popped
-conversation's keys are named inside the script (ARGV 6-10: the parts of their names
-around ``tenant|user`` and the conversation id), which a Redis Cluster refuses (they live
-in the user's slot, not the shard's). Returns false (none due), ``{0, member}`` (no
-delivery left), ``{1, member}`` (the lease is held elsewhere: ready again after ARGV[11])
-or ``{2, member, head, times taken, deliveries behind it}``."""
-_COMPLETE = """
-local popped = 0
-local head = redis.call('LINDEX', KEYS[1], 0)
-if head and string.sub(head, 1, string.len(ARGV[2])) == ARGV[2] then
-  redis.call('LPOP', KEYS[1])
-  popped = 1
-end
-redis.call('HDEL', KEYS[3], ARGV[2])
-if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
-return {popped, redis.call('LLEN', KEYS[1])}
-"""
-_RELEASE = """
-if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
-return redis.call('LLEN', KEYS[1])
-"""
-_LOOK = """
-return {redis.call('LLEN', KEYS[1]), redis.call('PTTL', KEYS[2])}
-"""
-_READY = """
-redis.call('ZADD', KEYS[1], 'NX', ARGV[3], ARGV[2])
-redis.call('SADD', KEYS[2], ARGV[1])
-if KEYS[3] then redis.call('ZREM', KEYS[3], ARGV[2]) end
-"""
-_POP = (
-    _POP_HEAD
-    + """redis.call('ZADD', KEYS[3], ARGV[3], m[1])
-if left == 1 then redis.call('SREM', KEYS[2], ARGV[1]) end
-return m[1]
-"""
-)
+ACKS_BATCH = 1000
+ACKS_TTL_SECONDS = 3600
+"""An admitter's list of completions made elsewhere outlives it by this much at most."""
 
 
 class Admitted(IntEnum):
@@ -196,7 +127,7 @@ class RedisFairQueue:
         self._keys = keys
         self._lane = lane
         self._ttl_ms = int(lease_seconds * 1000)
-        self._holder = holder or uuid.uuid4().hex[:12]
+        self._holder = (holder or uuid.uuid4().hex)[:ADMITTER_LENGTH].ljust(ADMITTER_LENGTH, "0")
         self._shards = shards
         self._admit = client.register_script(_ADMIT)
         self._take = client.register_script(_TAKE)
@@ -205,25 +136,38 @@ class RedisFairQueue:
         self._look = client.register_script(_LOOK)
         self._ready = client.register_script(_READY)
         self._pop = client.register_script(_POP)
-        self._pop_and_take = (
-            None if isinstance(client, RedisCluster) else client.register_script(_POP_AND_TAKE)
-        )
+        self._retake = client.register_script(_RETAKE)
+        self._audit = client.register_script(_AUDIT)
+        one_server = not isinstance(client, RedisCluster)
+        self._pop_and_take = client.register_script(_POP_AND_TAKE) if one_server else None
+        self._recover = client.register_script(_RECOVER) if one_server else None
         self._name_parts = _conversation_name_parts(keys)
 
     def new_token(self) -> str:
         """A lease token of this holder (the format of ``RedisConversationLease``)."""
         return f"{self._holder}:{uuid.uuid4().hex}"
 
+    @property
+    def holder(self) -> str:
+        """This replica's id: the start of the uid of every delivery it admits."""
+        return self._holder
+
+    def new_uid(self) -> str:
+        return f"{self._holder}{uuid.uuid4().hex[: UID_LENGTH - ADMITTER_LENGTH]}"
+
     def shard(self, tenant_id: str) -> int:
         return zlib.crc32(tenant_id.encode()) % self._shards
 
     async def admit(
-        self, items: Sequence[tuple[ConversationKey, HeldMessage, str | None]]
+        self,
+        items: Sequence[tuple[ConversationKey, HeldMessage, str | None]],
+        uids: Sequence[str] | None = None,
     ) -> list[tuple[str, Admitted]]:
         """Store deliveries at the end of their conversations, in order, in one round trip;
         with a token, also take the conversation when the delivery is its first. Returns
-        each delivery's uid and what became of it."""
-        uids = [uuid.uuid4().hex for _ in items]
+        each delivery's uid and what became of it. ``uids``: the uids they had (admitted
+        again after Redis lost them), else new ones."""
+        uids = list(uids) if uids is not None else [self.new_uid() for _ in items]
         async with self._redis.pipeline(transaction=False) as pipe:
             for uid, (key, held, token) in zip(uids, items, strict=True):
                 shard = self.shard(key.tenant_id)
@@ -289,12 +233,15 @@ class RedisFairQueue:
         if result[0] == 2:
             uid, held = decode_held(result[1])
             return Taken(key, uid, held, token, int(result[2]), int(result[3]))
-        async with self._redis.pipeline(transaction=False) as pipe:
-            if result[0] == 1:
-                await self._mark_ready(pipe, key, BUSY_RETRY_SECONDS)
-            pipe.zrem(self._keys.fair_taken(self._lane, shard), self._member(key))
-            await pipe.execute()
-        return Busy() if result[0] == 1 else None
+        if result[0] == 1:  # ready again, unwatched, in one script (one slot)
+            async with self._redis.pipeline(transaction=False) as pipe:
+                await self._mark_ready(pipe, key, BUSY_RETRY_SECONDS, unwatch=True)
+                await pipe.execute()
+            return Busy()
+        # Empty: its watch entry stays for recovery to drop. Removing it here, a round
+        # trip after the look, could unwatch a conversation admitted and taken meanwhile.
+        del shard
+        return None
 
     async def complete(self, taken: Taken) -> int:
         """The head is done: remove it, give the lease back, make the conversation ready
@@ -318,6 +265,7 @@ class RedisFairQueue:
         taking = tenant_id is not None and self._pop_and_take is not None
         async with self._redis.pipeline(transaction=False) as pipe:
             queue_script(pipe, self._complete, keys=keys, args=args)
+            self._queue_notice(pipe, taken.uid)
             if taken.behind > 0:
                 await self._mark_ready(pipe, taken.key, 0.0, unwatch=True)
             if taking and tenant_id is not None and self._pop_and_take is not None:
@@ -377,6 +325,73 @@ class RedisFairQueue:
         if int(remaining) > 0:
             await self.make_ready(taken.key, delay=delay)
 
+    def admitted_here(self, uid: str) -> bool:
+        return uid.startswith(self._holder)
+
+    def _queue_notice(self, pipe: AnyPipeline, uid: str) -> None:
+        """Tell the delivery's admitter (another replica: it holds it unacked) that it is
+        done; it acks it at its next look (:meth:`completions`). Nothing for our own."""
+        if self.admitted_here(uid):
+            return
+        name = self._keys.fair_acks(uid[:ADMITTER_LENGTH])
+        pipe.rpush(name, uid)
+        pipe.expire(name, ACKS_TTL_SECONDS)
+
+    async def completions(self) -> list[str]:
+        """The uids of this replica's deliveries that another replica completed."""
+        done = await self._redis.lpop(self._keys.fair_acks(self._holder), ACKS_BATCH)
+        return [_text(uid) for uid in cast("list[bytes] | None", done) or []]
+
+    async def retake(self, taken: Taken) -> bool:
+        """Before a retry: whether ``taken`` is still ours to process (its lease held with
+        its token, or free again while the delivery is still its conversation's head: then
+        taken again with the same token). False: another holder has it, or it is done or
+        gone; the taker must let it go without publishing anything."""
+        keys = [
+            self._keys.lease(taken.key),
+            self._keys.parked_claims(taken.key),
+            self._keys.parked(taken.key),
+        ]
+        return bool(await self._retake(keys=keys, args=[taken.token, self._ttl_ms, taken.uid]))
+
+    async def audit(self, waiting: Mapping[ConversationKey, Sequence[str]]) -> Audit:
+        """An admitter's look at its unanswered deliveries, by conversation: the uids Redis
+        no longer has (to be admitted again, from the delivery RabbitMQ still holds), and
+        conversations with deliveries that nobody holds and nothing would hand over
+        (neither ready nor watched), which are made ready again here. Two round trips."""
+        keys = list(waiting)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for key in keys:
+                names = [
+                    self._keys.parked(key),
+                    self._keys.parked_claims(key),
+                    self._keys.lease(key),
+                ]
+                queue_script(pipe, self._audit, keys=names, args=list(waiting[key]))
+            looks = await pipe.execute()
+        missing: list[str] = []
+        unheld: list[ConversationKey] = []
+        for key, (pttl, gone) in zip(keys, looks, strict=True):
+            missing.extend(_text(uid) for uid in gone)
+            if int(pttl) <= 0 and len(gone) < len(waiting[key]):
+                unheld.append(key)
+        if not unheld:
+            return Audit(missing, 0)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for key in unheld:
+                shard = self.shard(key.tenant_id)
+                pipe.zscore(
+                    self._keys.fair_ready(self._lane, shard, key.tenant_id), self._member(key)
+                )
+                pipe.zscore(self._keys.fair_taken(self._lane, shard), self._member(key))
+            scores = await pipe.execute()
+        orphans = [
+            k for n, k in enumerate(unheld) if scores[2 * n] is None and scores[2 * n + 1] is None
+        ]
+        if orphans:
+            await self.make_ready(*orphans)
+        return Audit(missing, len(orphans))
+
     async def recover(self) -> int:
         """Conversations whose taker died (its lease expired with deliveries left) become
         ready again; returns how many."""
@@ -388,8 +403,19 @@ class RedisFairQueue:
         return recovered
 
     async def _recover_batch(self, shard: int, now: int) -> int | None:
-        """One batch of the shard's conversations due a look; None when none are due."""
+        """One batch of the shard's conversations due a look; None when none are due. On
+        one server, the look and what follows are one script (``_RECOVER``); a cluster
+        looks in one round trip and acts in the next (the admitters' audits repair what
+        an admission between the two could leave unwatched)."""
         taken_key = self._keys.fair_taken(self._lane, shard)
+        if self._recover is not None:
+            head, tail, park, lease, _ = self._name_parts
+            ready_prefix = self._keys.fair_ready(self._lane, shard, "t").removesuffix("t")
+            due, readied = await self._recover(
+                keys=[taken_key, self._keys.fair_tenants(self._lane, shard)],
+                args=[now, RECOVER_BATCH, head, tail, park, lease, ready_prefix],
+            )
+            return None if int(due) == 0 else int(readied)
         due = await self._redis.zrangebyscore(taken_key, "-inf", now, start=0, num=RECOVER_BATCH)
         if not due:
             return None
@@ -453,6 +479,17 @@ class RedisFairQueue:
 
 
 BUSY_RETRY_SECONDS = 0.1
+
+
+@dataclass(frozen=True)
+class Audit:
+    """What :meth:`RedisFairQueue.audit` found."""
+
+    missing: list[str]
+    """Uids of deliveries Redis no longer has."""
+    orphans: int
+    """Conversations found with deliveries, no holder and no watch or ready entry (made
+    ready again)."""
 
 
 def _tenants(sets: Sequence[object]) -> set[str]:

@@ -134,6 +134,11 @@ class RedisKeys:
         again: one whose taker died is made ready again from here."""
         return f"{self.fair_shard(lane, shard)}:taken"
 
+    def fair_acks(self, holder: str) -> str:
+        """List of the uids of deliveries a replica (``holder``) admitted and another one
+        completed: the admitter holds each unacked in RabbitMQ until it reads it here."""
+        return f"{self.prefix}:{{fairack:{_checked(holder, 'holder')}}}:done"
+
     def flow(self, key: ConversationKey) -> str:
         """Hash of the checkpoints of the conversation's flow (``redis_checkpointer.py``)."""
         return f"{self.user_scope(key.tenant_id, key.user_id)}:flow:{self._conv(key)}"

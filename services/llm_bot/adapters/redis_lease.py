@@ -102,24 +102,22 @@ class RedisConversationLease:
             pause = min(pause * 2, POLL_MAX_SECONDS)
 
     async def _renew_once(self, name: str, token: str) -> bool:
-        """Renew once; False when the lease is lost (renewing stops), True otherwise (a
-        failed renewal is tried again one interval later)."""
+        """Renew once; False when the lease is not held with ``token`` now, True otherwise
+        (a failed renewal is tried again one interval later)."""
         try:
             renewed = await self._renew(keys=[name], args=[token, self._ttl_ms])
         except (RedisError, OSError):
             log.warning("lease.renew_failed")
             return True
-        if not renewed:
-            log.warning("lease.lost")
-            return False
-        return True
+        return bool(renewed)
 
 
 @redis_failures_retryable
 class _Renewal:
-    """A lease renewed every ``interval`` seconds until stopped or lost: a timer between
-    renewals, a task only while one runs (most blocks end before the first is due, and a
-    task per block cost more than the block's own bookkeeping)."""
+    """A lease renewed every ``interval`` seconds until stopped: a timer between renewals,
+    a task only while one runs (most blocks end before the first is due, and a task per
+    block cost more than the block's own bookkeeping). A lost lease is tried on: a fair
+    queue taker that takes it again with the same token (before a retry) keeps it."""
 
     def __init__(
         self,
@@ -134,6 +132,7 @@ class _Renewal:
         self._interval = interval
         self._loop = asyncio.get_running_loop()
         self._task: asyncio.Task[None] | None = None
+        self._lost = False
         self._timer: asyncio.TimerHandle | None = self._loop.call_later(interval, self._due)
 
     def _due(self) -> None:
@@ -141,8 +140,11 @@ class _Renewal:
         self._task = self._loop.create_task(self._run())
 
     async def _run(self) -> None:
-        if await self._renew(self._name, self._token):
-            self._timer = self._loop.call_later(self._interval, self._due)
+        held = await self._renew(self._name, self._token)
+        if held == self._lost:
+            self._lost = not held
+            log.warning("lease.lost") if self._lost else log.info("lease.held_again")
+        self._timer = self._loop.call_later(self._interval, self._due)
 
     async def stop(self) -> None:
         if self._timer is not None:

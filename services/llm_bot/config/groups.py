@@ -286,6 +286,10 @@ class FairnessConfig:
     slots: int
     tenant_max_in_flight: int | None
     weights: Mapping[str, float]
+    max_waiting: int = 2048
+    """``LLM_BOT_MAX_WAITING``: deliveries a replica holds unacked at most (its window)."""
+    tenant_max_waiting: int = 1024
+    """``LLM_BOT_TENANT_MAX_WAITING``: one tenant's of them admitted to Redis at most."""
 
     @classmethod
     def of(cls, settings: Settings) -> FairnessConfig:
@@ -294,6 +298,8 @@ class FairnessConfig:
             slots=settings.prefetch,
             tenant_max_in_flight=settings.tenant_max_in_flight,
             weights=parse_tenant_weights(settings.tenant_weights),
+            max_waiting=settings.max_waiting,
+            tenant_max_waiting=settings.tenant_max_waiting,
         )
 
     @property

@@ -124,6 +124,10 @@ class Settings(BaseSettings):
     tenant_max_in_flight: int | None = Field(
         None, ge=1, le=65535, validation_alias=_env("LLM_BOT_TENANT_MAX_IN_FLIGHT")
     )
+    max_waiting: int = Field(2048, ge=1, le=65535, validation_alias=_env("LLM_BOT_MAX_WAITING"))
+    tenant_max_waiting: int = Field(
+        1024, ge=1, le=65535, validation_alias=_env("LLM_BOT_TENANT_MAX_WAITING")
+    )
     tenant_weights: str = Field("", validation_alias=_env("LLM_BOT_TENANT_WEIGHTS"))
     tenant_token_budgets: str = Field("", validation_alias=_env("LLM_BOT_TENANT_TOKEN_BUDGETS"))
     max_attempts: int = Field(5, ge=1, le=100, validation_alias=_env("LLM_BOT_MAX_ATTEMPTS"))

@@ -7,9 +7,10 @@ delivery is rejected without requeue, so it is dead-lettered: nothing is lost an
 nothing loops.
 
 With ``fairness`` (the ingress of ``llm-bot run``), valid deliveries are handed to the
-fair queue in Redis and acked there (``fair_dispatch.py``); what the dispatcher takes
-comes back here to be processed the same way, settled in the fair queue instead of
-RabbitMQ (``settlements.py``). Invalid deliveries are processed here at once.
+fair queue in Redis, which schedules them, and stay unacked until answered
+(``fair_dispatch.py``); what the dispatcher takes comes back here to be processed the same
+way, settled through the fair queue (``settlements.py``). Invalid deliveries are processed
+here at once.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from llm_bot.adapters.rabbit_publisher import RabbitPublisher
 from llm_bot.adapters.rabbit_replies import RabbitReplies
 from llm_bot.adapters.rabbit_topology import Topology, declare_topology
 from llm_bot.contract import CandidateV1, FlowResultV1, InternalEventV2, MemoryJobV1
-from llm_bot.delivery.fair_dispatch import ADMISSION_WINDOW, FairDispatcher, Fairness
+from llm_bot.delivery.fair_dispatch import FairDispatcher, Fairness, StillOurs
 from llm_bot.delivery.process_tuning import CONSUMING_TUNING
 from llm_bot.delivery.settlements import RabbitSettlement, Settlement
 from llm_bot.errors import DependencyUnavailable, PublishFailed, log_fields
@@ -54,7 +55,7 @@ from llm_bot.service.broker_actions import (
     broker_actions,
 )
 from llm_bot.service.handler import Delivery, DeliveryHandler
-from llm_bot.service.outcomes import DeadLetter, EventIds, Outcome, Refused
+from llm_bot.service.outcomes import DeadLetter, EventIds, LetGo, Outcome, Refused
 from llm_bot.service.parsing import readable_ids
 from llm_bot.service.retry import RetryPolicy
 from llm_bot.telemetry.metrics import Metrics
@@ -144,7 +145,9 @@ class EventConsumer:
         )
         channel = await self._connection.channel(publisher_confirms=True, on_return_raises=True)
         self._channel = channel
-        window = self._prefetch if self._fairness is None else max(self._prefetch, ADMISSION_WINDOW)
+        window = self._prefetch
+        if self._fairness is not None:
+            window = max(self._prefetch, self._fairness.max_waiting)
         await channel.set_qos(prefetch_count=window)
         try:
             declared = await declare_topology(channel, self._topology)
@@ -213,7 +216,7 @@ class EventConsumer:
                 self._dispatcher.offer(message, held, key)
                 return
         settlement = RabbitSettlement(message)
-        work = self._process_held(held, settlement, None, None, fault)
+        work = self._process_held(held, settlement, None, None, fault=fault)
         if self._dispatcher is not None:  # it takes a slot like any other event
             work = self._dispatcher.in_a_slot(work)
         task = asyncio.create_task(work)
@@ -237,9 +240,12 @@ class EventConsumer:
         settlement: Settlement,
         lease_token: str | None,
         verdict: Outcome | None,
+        still_ours: StillOurs | None = None,
+        *,
         fault: str | None = None,
     ) -> None:
-        """Handle (unless a ``verdict`` is given), act on the outcome, settle."""
+        """Handle (unless a ``verdict`` is given), act on the outcome, settle (nothing of
+        either when the event was let go to another taker)."""
         structlog.contextvars.clear_contextvars()
         started = time.perf_counter()
         self._metrics.in_flight.inc()
@@ -257,10 +263,12 @@ class EventConsumer:
                     fault=fault,
                     reply_to=_reply_address(held),
                     lease_token=lease_token,
+                    still_ours=still_ours,
                 )
                 outcome = verdict or await self._handler.handle(delivery)
                 span.set_attribute("llmbot.outcome", outcome.name)
-                await self._act(held, settlement, outcome, delivery.reply_to)
+                if not isinstance(outcome, LetGo):
+                    await self._act(held, settlement, outcome, delivery.reply_to)
             code = outcome.code if isinstance(outcome, DeadLetter) else None
             self._metrics.event_done(outcome.name, time.perf_counter() - started, code=code)
         except asyncio.CancelledError:

@@ -2,7 +2,9 @@
 fair queue in Redis by tenant share and conversation turn (SPEC 4 "Fairness").
 
 - **Admission** (one loop, in delivery order): a valid delivery is stored at the end of its
-  conversation in Redis and acked; one round trip per batch. When it is the
+  conversation in Redis, one round trip per batch, and stays unacked in RabbitMQ until it
+  is answered (``unanswered.py``: the broker remains the record, Redis schedules; a tenant
+  at ``LLM_BOT_TENANT_MAX_WAITING`` has its further deliveries held back). When it is the
   conversation's first, a slot is free and its tenant is under its share, it is taken at
   once (the fast path: no more round trips than the lease it replaces). Otherwise the
   conversation is ready (or already queued behind its holder) and the delivery holds
@@ -13,7 +15,12 @@ fair queue in Redis by tenant share and conversation turn (SPEC 4 "Fairness").
   conversation goes to the back of its tenant's turn if more wait, and on one Redis
   server the next take rides in the completion's round trip (one per event, not three).
 - **Recovery** (one loop): conversations whose taker died are made ready again once its
-  lease lapses; the head delivery was never removed, so nothing is lost.
+  lease lapses; the head delivery was never removed, so nothing is lost. The same loop
+  audits this replica's unanswered deliveries: one Redis lost is admitted again (same uid)
+  from the delivery RabbitMQ still holds, and a conversation left with deliveries but
+  nothing to hand it over (no holder, not ready, not watched) is made ready and counted.
+- **Acks** (one loop): deliveries admitted here and completed by another replica are acked
+  when that replica's completion notice is read (completed here: acked at once).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from aio_pika.abc import AbstractIncomingMessage
 from llm_bot.adapters.held_message import HeldMessage
 from llm_bot.adapters.redis_fair_queue import Admitted, RedisFairQueue, Taken
 from llm_bot.delivery.settlements import ParkedSettlement, Settlement
+from llm_bot.delivery.unanswered import Offered, UnansweredDeliveries
 from llm_bot.errors import LlmBotError, log_fields
 from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import ConversationLease
@@ -46,23 +54,18 @@ log = structlog.get_logger(__name__)
 ADMIT_BATCH = 256
 DIRECT = ""
 """The slot holder of work processed where it was delivered (no tenant id: "" is none)."""
-ADMISSION_WINDOW = 256
-"""RabbitMQ prefetch of the ingress channel with fair dispatch: deliveries are acked as
-soon as Redis has them, so a wide window lets a backlog leave the queue in a few round
-trips (what a quiet tenant's event waits behind); the processing slots are separate."""
 POLL_SECONDS = 0.05
 """How soon a replica with a free slot sees work another replica made ready."""
 ADMIT_RETRY_SECONDS = 1.0
 """Pause before a batch Redis refused goes back to RabbitMQ (requeued, not lost)."""
-
-
-@dataclass(frozen=True)
-class Offered:
-    """A valid delivery waiting for admission."""
-
-    message: AbstractIncomingMessage
-    held: HeldMessage
-    key: ConversationKey
+ACKS_POLL_SECONDS = 0.1
+"""How often a replica reads the completions other replicas made of its deliveries, while
+it saw one in the last ``ACKS_BUSY_SECONDS`` (else every ``ACKS_IDLE_POLL_SECONDS``: a
+lone replica completes its own, and a read costs a round trip)."""
+ACKS_IDLE_POLL_SECONDS = 1.0
+ACKS_BUSY_SECONDS = 10.0
+_WAKE = object()
+"""Put in the admission inbox to make the loop look at deliveries released from a bound."""
 
 
 @dataclass(frozen=True)
@@ -76,11 +79,16 @@ class Fairness:
     max_takes: int
     """A delivery taken this often without finishing (its takers died) is dead-lettered."""
     recover_every: float
+    max_waiting: int = 2048
+    """The ingress window (prefetch): deliveries held unacked by the replica at most."""
+    tenant_max_waiting: int = 1024
+    """Deliveries of one tenant admitted and unanswered on the replica at most."""
 
 
-ProcessHeld = Callable[[HeldMessage, Settlement, str, Outcome | None], Awaitable[None]]
+StillOurs = Callable[[], Awaitable[bool]]
+ProcessHeld = Callable[[HeldMessage, Settlement, str, Outcome | None, StillOurs], Awaitable[None]]
 """The consumer's processing of a taken delivery under its lease token (a verdict skips
-the handler)."""
+the handler; ``StillOurs`` is asked before each retry)."""
 DeadLetterCopy = Callable[[HeldMessage], Awaitable[None]]
 
 
@@ -103,7 +111,15 @@ class FairDispatcher:
         self._metrics = metrics
         self._max_takes = fairness.max_takes
         self._recover_every = fairness.recover_every
-        self._inbox: asyncio.Queue[Offered] = asyncio.Queue()
+        self._inbox: asyncio.Queue[Offered | object] = asyncio.Queue()
+        self._offers = 0
+        self._suspect: set[str] = set()
+        """Uids Redis did not have at the last audit."""
+        """Deliveries in the inbox (not the wake-ups also put there)."""
+        self._wake_queued = False
+        self._ledger = UnansweredDeliveries(
+            tenant_bound=fairness.tenant_max_waiting, metrics=metrics
+        )
         self._wake = asyncio.Event()
         self._waiting: set[str] = set()
         self._refreshed = 0.0
@@ -119,7 +135,11 @@ class FairDispatcher:
 
     @property
     def in_flight(self) -> int:
-        return len(self._runs) + self._inbox.qsize()
+        return len(self._runs) + self._offers
+
+    @property
+    def unanswered(self) -> UnansweredDeliveries:
+        return self._ledger
 
     def start(self) -> None:
         self._context = contextvars.copy_context()
@@ -127,12 +147,14 @@ class FairDispatcher:
             asyncio.create_task(self._admission_loop(), name="fair-admission"),
             asyncio.create_task(self._dispatch_loop(), name="fair-dispatch"),
             asyncio.create_task(self._recovery_loop(), name="fair-recovery"),
+            asyncio.create_task(self._acks_loop(), name="fair-acks"),
         ]
 
     def offer(
         self, message: AbstractIncomingMessage, held: HeldMessage, key: ConversationKey
     ) -> None:
         """Queue a valid delivery for admission (in delivery order)."""
+        self._offers += 1
         self._inbox.put_nowait(Offered(message, held, key))
 
     async def stop_taking(self) -> set[asyncio.Task[None]]:
@@ -143,17 +165,25 @@ class FairDispatcher:
         for loop in self._loops:
             loop.cancel()
         await asyncio.gather(*self._loops, return_exceptions=True)
-        while not self._inbox.empty():
-            offered = self._inbox.get_nowait()
+        waiting = [o for o in _drain(self._inbox) if isinstance(o, Offered)]
+        for offered in [*self._ledger.give_back(), *waiting]:
             with contextlib.suppress(Exception):
                 await offered.message.nack(requeue=True)
         return set(self._runs)
 
     async def _admission_loop(self) -> None:
         while True:
-            batch = [await self._inbox.get()]
-            while len(batch) < ADMIT_BATCH and not self._inbox.empty():
-                batch.append(self._inbox.get_nowait())
+            arrived = [await self._inbox.get()]
+            while len(arrived) < ADMIT_BATCH and not self._inbox.empty():
+                arrived.append(self._inbox.get_nowait())
+            self._wake_queued = False
+            self._offers -= sum(1 for o in arrived if isinstance(o, Offered))
+            released = self._ledger.released()  # older than any of their tenant's arrivals
+            batch = released + self._within_bounds(
+                [o for o in arrived if isinstance(o, Offered)], released
+            )
+            if not batch:
+                continue
             try:
                 await self._admit(batch)
                 self._wake.set()
@@ -168,6 +198,23 @@ class FairDispatcher:
                 for offered in batch:
                     with contextlib.suppress(Exception):
                         await offered.message.nack(requeue=True)
+
+    def _within_bounds(self, offered: list[Offered], released: list[Offered]) -> list[Offered]:
+        """Of the deliveries arrived, those to admit now (after ``released``, which were held
+        back and have room again); those of a tenant at its bound wait here (in delivery
+        order: once one waits, its tenant's later ones wait behind it)."""
+        batch: list[Offered] = []
+        admitting: dict[str, int] = {}
+        for one in released:
+            admitting[one.key.tenant_id] = admitting.get(one.key.tenant_id, 0) + 1
+        for one in offered:
+            tenant = one.key.tenant_id
+            if self._ledger.at_bound(tenant, admitting.get(tenant, 0)):
+                self._ledger.hold_back(one)
+                continue
+            admitting[tenant] = admitting.get(tenant, 0) + 1
+            batch.append(one)
+        return batch
 
     async def _admit(self, batch: list[Offered]) -> None:
         tokens = [self._reserve(offered.key.tenant_id) for offered in batch]
@@ -193,12 +240,12 @@ class FairDispatcher:
                 reason = "no_slot" if self._shares.under_share(tenant) else "tenant_over_share"
                 ready.append(offered.key)
             self._metrics.fair_waited.labels(reason).inc()
-        if ready:  # before the acks (if this fails, recovery readies them from the watch)
+        for offered, (uid, _) in zip(batch, admitted, strict=True):
+            self._ledger.add(uid, offered)  # unacked until answered
+        if ready:  # if this fails, recovery readies them from the watch
             await self._queue.make_ready(*ready)
             self._waiting.update(key.tenant_id for key in ready)
             self._wake.set()
-        for offered in batch:
-            await offered.message.ack()
 
     def _reserve(self, tenant: str) -> str | None:
         """A token to take the conversation at once with, and a slot reserved for it, when
@@ -226,7 +273,7 @@ class FairDispatcher:
                 await asyncio.sleep(POLL_SECONDS)
 
     async def _fill(self) -> None:
-        if self._shares.free <= 0 or not self._inbox.empty():
+        if self._shares.free <= 0 or self._offers:
             return  # admission first: what waits behind a backlog reaches Redis sooner
         now = time.monotonic()
         if now - self._refreshed >= POLL_SECONDS:
@@ -282,7 +329,13 @@ class FairDispatcher:
                 complete=self._complete,
             )
             async with self._lease.renewed(taken.key, taken.token):
-                await self._process(message, settlement, taken.token, self._verdict(taken))
+                await self._process(
+                    message,
+                    settlement,
+                    taken.token,
+                    self._verdict(taken),
+                    lambda: self._queue.retake(taken),
+                )
         except Exception:  # the lease lapses and recovery retakes the head: nothing is lost
             log.exception("fair.run_failed")
         finally:
@@ -295,12 +348,27 @@ class FairDispatcher:
             self._wake.set()
 
     async def _complete(self, taken: Taken) -> int:
-        """Complete a taken delivery (its settlement's last step). On one server, with
+        """Complete a taken delivery (its settlement's last step: its outcome is out) and
+        ack it in RabbitMQ, here when admitted here (else its admitter is told in the same
+        round trip), even if Redis failed: the event is answered."""
+        self._ledger.settling(taken.uid)
+        try:
+            return await self._complete_in_queue(taken)
+        finally:
+            await self._answered(taken.uid)
+
+    async def _answered(self, uid: str) -> None:
+        if await self._ledger.answered(uid) and self._ledger.holding_back and not self._wake_queued:
+            self._wake_queued = True
+            self._inbox.put_nowait(_WAKE)  # its tenant may have room again
+
+    async def _complete_in_queue(self, taken: Taken) -> int:
+        """On one server, with
         nothing waiting for admission, its slot is given back now and the take
         :meth:`_fill` would make next rides in the completion's round trip, with the look
         at the tenants when one is due (it then serves the next choice: a tenant another
         replica made ready is seen one completion later at most)."""
-        if self._stopping or not self._queue.takes_with_completion or not self._inbox.empty():
+        if self._stopping or not self._queue.takes_with_completion or self._offers:
             return await self._queue.complete(taken)
         finished = taken.key.tenant_id
         self._shares.finish(finished)
@@ -344,6 +412,7 @@ class FairDispatcher:
             await asyncio.sleep(self._recover_every)
             try:
                 recovered = await self._queue.recover()
+                await self.audit()
             except Exception:  # the loop must outlive any one failure
                 log.warning("fair.recovery_failed", exc_info=True)
                 continue
@@ -352,6 +421,64 @@ class FairDispatcher:
                 self._wake.set()
             with contextlib.suppress(LlmBotError):
                 self._metrics.fair_ready.set(await self._queue.ready_count())
+
+    async def audit(self) -> None:
+        """This replica's unanswered deliveries against Redis: those it lost (missing at
+        two audits in a row) are admitted again under their uids, in admission order (the
+        broker still holds them); a conversation with deliveries that nothing would hand
+        over is made ready."""
+        self._ledger.report()
+        waiting = self._ledger.by_conversation()
+        if not waiting:
+            return
+        found = await self._queue.audit(waiting)
+        await self._read_completions()  # completed elsewhere meanwhile: not lost
+        if found.orphans:
+            self._metrics.fair_orphans.inc(found.orphans)
+            log.warning("fair.unwatched_conversations_repaired", conversations=found.orphans)
+        # Missing at two audits in a row: a completion on another replica whose notice was
+        # not read yet is missing once, never twice (the notice is read within a second).
+        missing = self._ledger.still_unanswered(found.missing)
+        lost = [(uid, offered) for uid, offered in missing if uid in self._suspect]
+        self._suspect = {uid for uid, _ in missing} - {uid for uid, _ in lost}
+        if not lost:
+            return
+        admitted = await self._queue.admit(
+            [(o.key, o.held, None) for _, o in lost], uids=[uid for uid, _ in lost]
+        )
+        ready = [
+            o.key
+            for (_, o), (_, what) in zip(lost, admitted, strict=True)
+            if what is Admitted.READY
+        ]
+        if ready:
+            await self._queue.make_ready(*ready)
+            self._waiting.update(key.tenant_id for key in ready)
+            self._wake.set()
+        self._metrics.fair_readmitted.inc(len(lost))
+        log.warning("fair.readmitted_lost_deliveries", count=len(lost))
+
+    async def _acks_loop(self) -> None:
+        last_seen = -ACKS_BUSY_SECONDS
+        while not self._stopping:
+            busy = time.monotonic() - last_seen < ACKS_BUSY_SECONDS
+            await asyncio.sleep(ACKS_POLL_SECONDS if busy else ACKS_IDLE_POLL_SECONDS)
+            if len(self._ledger) == 0:
+                continue
+            try:
+                if await self._read_completions():
+                    last_seen = time.monotonic()
+            except LlmBotError as exc:
+                log.warning("fair.completions_unread", **log_fields(exc))
+            except Exception:  # the loop must outlive any one failure
+                log.exception("fair.completions_unread")
+
+    async def _read_completions(self) -> int:
+        """Ack what other replicas completed; returns how many they did."""
+        done = await self._queue.completions()
+        for uid in done:
+            await self._answered(uid)
+        return len(done)
 
 
 def retaken(taken: Taken) -> HeldMessage:
@@ -363,3 +490,10 @@ def retaken(taken: Taken) -> HeldMessage:
     earlier = earlier_deliveries(held.headers) + taken.times_taken - 1
     headers = {**held.headers, "x-delivery-count": earlier}
     return dataclasses.replace(held, headers=headers, redelivered=True)
+
+
+def _drain(inbox: asyncio.Queue[Offered | object]) -> list[Offered | object]:
+    items = []
+    while not inbox.empty():
+        items.append(inbox.get_nowait())
+    return items

@@ -14,6 +14,7 @@ from llm_bot.contract import CandidateV1, ErrorV1, FlowResultV1, MemoryJobV1
 from llm_bot.service.outcomes import (
     DeadLetter,
     Duplicate,
+    LetGo,
     Outcome,
     Recorded,
     Refused,
@@ -75,7 +76,7 @@ def broker_actions(outcome: Outcome) -> list[BrokerAction]:
         refusal = outcome.error_event()
         if refusal is not None:  # never dead-lettered: see Refused
             actions.append(PublishError(refusal))
-    elif isinstance(outcome, Recorded | Skipped):
+    elif isinstance(outcome, Recorded | Skipped | LetGo):
         pass
     else:
         assert_never(outcome)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, assert_never
 
@@ -39,6 +39,7 @@ from llm_bot.service.outcomes import (
     DeadLetter,
     Duplicate,
     EventIds,
+    LetGo,
     Outcome,
     Recorded,
     Refused,
@@ -68,6 +69,14 @@ class Delivery:
     lease_token: str | None = None
     """The conversation's lease, when the delivery comes with it (the fair queue takes a
     conversation with its lease and keeps it renewed); None: the handler takes it."""
+    still_ours: Callable[[], Awaitable[bool]] | None = None
+    """With ``lease_token``: asked before every retry (and before a terminal outcome)
+    whether the event is still this taker's, taking the lease again if it lapsed. False:
+    the event is let go (``LetGo``), never retried on a lease another taker holds."""
+
+
+class _NotOurs(Exception):  # a signal, not an error
+    """The event went to another taker between two attempts."""
 
 
 class DeliveryHandler(Protocol):
@@ -160,17 +169,32 @@ class EventHandler:
         self, event: InternalEventV2, ids: EventIds, attempt: int, delivery: Delivery
     ) -> Outcome:
         key = ConversationKey(event.tenant_id, event.user_id, event.conversation_id)
+        tries = 0
+
+        async def once() -> Outcome:
+            nonlocal tries
+            tries += 1
+            if tries > 1 and not await _still_ours(delivery):
+                raise _NotOurs
+            return await self._dispatch(event, delivery)
+
         async with self._locks.hold(key):
             with charged_to(event.tenant_id):  # every model call below is the tenant's
-                result = await with_retries(
-                    lambda: self._dispatch(event, delivery),
-                    policy=self._retry,
-                    attempt=attempt,
-                    on_retry=self._on_retry,
-                )
+                try:
+                    result = await with_retries(
+                        once, policy=self._retry, attempt=attempt, on_retry=self._on_retry
+                    )
+                except _NotOurs:
+                    return self._let_go(attempt + tries - 2)
         if isinstance(result, Exhausted):
+            if not await _still_ours(delivery):  # another taker answers it: no ErrorV1 here
+                return self._let_go(result.attempts)
             return self._terminal(result.error, ids, attempts=result.attempts)
         return result
+
+    def _let_go(self, attempts: int) -> LetGo:
+        log.warning("event.let_go", reason="lease_lost", attempts=attempts)
+        return LetGo("the conversation's lease is another taker's", attempts)
 
     def _on_retry(self, attempt: int, error: RetryableError, delay: float) -> None:
         log.warning(
@@ -234,6 +258,17 @@ class EventHandler:
         if run.candidate is None:
             raise TypeError(f"the reply graph's route {route!r} made no candidate")
         return Replied(run.candidate, job=run.job, flow_result=run.flow_result)
+
+
+async def _still_ours(delivery: Delivery) -> bool:
+    """Whether a taken event may be tried again here; True when it cannot be told (Redis
+    down: then nobody else can take it either)."""
+    if delivery.still_ours is None:
+        return True
+    try:
+        return await delivery.still_ours()
+    except LlmBotError:
+        return True
 
 
 def first_attempt(delivery: Delivery) -> int:

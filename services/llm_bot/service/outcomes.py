@@ -12,7 +12,7 @@ from typing import Literal
 from llm_bot.contract import CandidateV1, ErrorCode, ErrorV1, FlowResultV1, MemoryJobV1
 from llm_bot.errors import BudgetExceeded, LlmBotError, public_message
 
-OutcomeName = Literal["ok", "skip", "duplicate", "retried", "dead_lettered", "refused"]
+OutcomeName = Literal["ok", "skip", "duplicate", "retried", "dead_lettered", "refused", "let_go"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,18 @@ class Duplicate:
     name: OutcomeName = "duplicate"
 
 
+@dataclass(frozen=True)
+class LetGo:
+    """The event is no longer this taker's (its conversation's lease went to another
+    taker while this one waited to retry, or the event is done or gone from the fair
+    queue): nothing is published and nothing settled. Whoever has it now answers it, so
+    one event never gets both a candidate and an ErrorV1."""
+
+    reason: str
+    attempts: int
+    name: OutcomeName = "let_go"
+
+
 def error_event(code: ErrorCode, message: str, attempts: int, ids: EventIds) -> ErrorV1:
     return ErrorV1(
         event_id=ids.event_id,
@@ -109,7 +121,7 @@ class DeadLetter:
         return error_event(self.code, self.message, self.attempts, self.ids)
 
 
-Outcome = Replied | Recorded | Skipped | Duplicate | DeadLetter | Refused
+Outcome = Replied | Recorded | Skipped | Duplicate | DeadLetter | Refused | LetGo
 
 
 def outcome_for_error(

@@ -13,7 +13,7 @@ from llm_bot.telemetry.budget_metrics import BudgetMetrics
 
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120)
 WINDOW_BUCKETS = (0, 1, 2, 4, 6, 8, 12, 16, 24, 32, 64)
-OUTCOMES = ("ok", "skip", "duplicate", "retried", "dead_lettered", "refused")
+OUTCOMES = ("ok", "skip", "duplicate", "retried", "dead_lettered", "refused", "let_go")
 ERROR_CODES = ("invalid_event", "model_error", "memory_unavailable", "timeout", "internal")
 
 
@@ -231,6 +231,31 @@ class Metrics:
             "Conversations with events waiting for a free slot, over every replica (each "
             "replica reports the same figure): with llmbot_events_in_flight, the demand to "
             "scale on.",
+            registry=registry,
+        )
+        self.waiting_events = Gauge(
+            "llmbot_waiting_events",
+            "Events of a tenant this replica took from RabbitMQ and has not answered yet "
+            "(admitted to the fair queue, or held back at the tenant's bound); each stays "
+            "unacked in RabbitMQ until answered.",
+            ["tenant"],
+            registry=registry,
+        )
+        self.waiting_bound = Gauge(
+            "llmbot_tenant_waiting_limit",
+            "LLM_BOT_TENANT_MAX_WAITING: a tenant's waiting events on one replica at most.",
+            registry=registry,
+        )
+        self.fair_orphans = Counter(
+            "llmbot_fair_queue_orphans_repaired",
+            "Conversations found with waiting events but nothing to hand them over (no "
+            "holder, not ready, not watched), made ready again.",
+            registry=registry,
+        )
+        self.fair_readmitted = Counter(
+            "llmbot_fair_queue_readmitted",
+            "Waiting events Redis lost (restart without persistence, failover, eviction), "
+            "admitted again from the delivery RabbitMQ still held.",
             registry=registry,
         )
         self.budgets = BudgetMetrics(registry=registry)
