@@ -62,6 +62,10 @@ class RedisClusterNodes:
                         "nodes.conf",
                         "--cluster-node-timeout",
                         "3000",
+                        # a replica is promoted however long its link was down: a hard
+                        # failover to a lagging replica is what the kill tests test
+                        "--cluster-replica-validity-factor",
+                        "0",
                         "--save",
                         "",
                         "--appendonly",
