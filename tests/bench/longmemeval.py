@@ -241,6 +241,20 @@ def formation_line(label: str, imports: list[Imported]) -> str:
     )
 
 
+def traced_service(
+    urls: ServiceUrls, model: FakeModelServer, budget: int, args: Any
+) -> tuple[InMemorySpanExporter, TracerProvider, Any]:
+    """The service's settings at ``budget``, and a tracer provider whose spans (the
+    ``recall.search`` durations and outcomes) the exporter keeps."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    settings = settings_for(
+        urls, model.base_url, {}, budget, args.embeddings, max_items=args.max_items
+    )
+    return exporter, provider, settings
+
+
 async def ask(  # noqa: PLR0917  # one question, the run's parts
     urls: ServiceUrls,
     prompts: Prompts,
@@ -251,12 +265,7 @@ async def ask(  # noqa: PLR0917  # one question, the run's parts
     args: Any,
 ) -> Scores:
     """The question in a new conversation of the user, at its date; the prompt scored."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    settings = settings_for(
-        urls, model.base_url, {}, budget, args.embeddings, max_items=args.max_items
-    )
+    exporter, provider, settings = traced_service(urls, model, budget, args)
     scores = Scores()
     async with bot(settings, tracer_provider=provider) as (_service, client):
         if not args.cold:
@@ -295,12 +304,7 @@ async def ask_together(
     """Every question (with its user) asked as real traffic asks: ``--in-flight`` at once,
     on one freshly started service; with ``--cold`` no user sent a message before (each
     user's first question meets its index not yet loaded, as after a deploy)."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    settings = settings_for(
-        urls, model.base_url, {}, budget, args.embeddings, max_items=args.max_items
-    )
+    exporter, provider, settings = traced_service(urls, model, budget, args)
     scores = Scores()
     async with bot(settings, tracer_provider=provider) as (_service, client):
         if not args.cold:
