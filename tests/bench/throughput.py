@@ -30,6 +30,11 @@ One run measures, on the RabbitMQ and Redis at AMQP_URL / REDIS_URL:
     the redis-py connection wrapped to count writes to the socket (round trips: a
     pipeline or an EVALSHA is one) and the commands packed into them.
 
+Events are a user's whose index holds ``--index-entries`` messages (1,000 by default,
+``tests/bench/user_history.py``), so each reply searches a real history; (b), (c) and (d)
+report their recall searches by outcome and how many timed out (the reply then went on
+without recall), against a target of at most 0.1 %.
+
 (f) the floor: the libraries the pipeline is built on (LangGraph, the openai SDK, redis-py,
     aio-pika, OpenTelemetry), each doing its share of one event's work with no llm-bot
     code, alone and all together (``tests/bench/floor.py``); with the echo's CPU it bounds
@@ -98,6 +103,7 @@ from llm_bot.fake_model import FakeModelServer
 from llm_bot.logs import configure_logging
 from tests.bench.floor import Floor, measure_floor
 from tests.bench.processes import cpu_seconds, fake_model_process, replicas
+from tests.bench.user_history import TENANT, RetrievalOutcomes, fill_index
 from tests.support.events import encode, message_event, new_id
 from tests.support.harness import (
     TEST_KEY_PREFIX,
@@ -113,6 +119,8 @@ from tests.support.services import DEFAULT_AMQP_URL, DEFAULT_REDIS_URL, ServiceU
 TARGET_RATIO = 0.15
 TARGET_EFFICIENCY = 0.9
 TARGET_ROUND_TRIPS = 6.0
+TARGET_CPU_RATIO = 2.0
+TARGET_TIMEOUT_SHARE = 0.001
 PREFILL_CONCURRENCY = 256
 WAIT_SECONDS = 120.0
 
@@ -120,14 +128,17 @@ WAIT_SECONDS = 120.0
 # --------------------------------------------------------------------------- inputs
 
 
-def event_bodies(count: int, conversations: int) -> list[tuple[str, bytes]]:
-    """``count`` message events round-robin over ``conversations`` (one user, one tenant)."""
-    user = new_id("u")
+def event_bodies(
+    count: int, conversations: int, user: str | None = None
+) -> list[tuple[str, bytes]]:
+    """``count`` message events round-robin over ``conversations`` (one user, one tenant;
+    ``user``: the bench user with a history, else a new one)."""
+    user = user or new_id("u")
     convs = [new_id("c") for _ in range(conversations)]
     bodies = []
     for i in range(count):
         event = message_event(
-            tenant="bench",
+            tenant=TENANT,
             user=user,
             conversation=convs[i % conversations],
             text=f"message {i}: how much is the blue kettle in store {i % 7}?",
@@ -359,6 +370,7 @@ class PipelineRun:
     rate: Rate
     redis: RedisPerEvent | None = None
     problems: list[str] = field(default_factory=list)
+    retrieval: RetrievalOutcomes | None = None
 
 
 @contextlib.asynccontextmanager
@@ -451,9 +463,11 @@ async def pipeline(
     fake_in_process: bool,
     fair_dispatch: bool = True,
     embeddings: str | None = None,
+    user: str | None = None,
 ) -> PipelineRun:
-    """(b) (with ``count_redis``: and (e)) or (c): the backlog through the service."""
-    bodies = event_bodies(events, conversations)
+    """(b) (with ``count_redis``: and (e)) or (c): the backlog through the service, as
+    ``user`` (the bench user with a history; default: a new user)."""
+    bodies = event_bodies(events, conversations, user)
     replies = Replies()
     registry = CollectorRegistry()
     async with model_endpoint(latency, in_process=fake_in_process) as base_url:
@@ -479,7 +493,7 @@ async def pipeline(
     if (calls := model_calls(registry)) != events:
         problems.append(f"{calls} model calls for {events} events")
     redis = per_event(before, after, tally, events) if count_redis else None
-    return PipelineRun(replies.rate(events), redis, problems)
+    return PipelineRun(replies.rate(events), redis, problems, RetrievalOutcomes.read(registry))
 
 
 @dataclass
@@ -584,6 +598,7 @@ class Overhead:
     problems: list[str]
     redis_commands: Counter[str]
     """Commands on this bench's keys seen by ``MONITOR`` (``lua:`` = inside a script)."""
+    retrieval: RetrievalOutcomes
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -599,9 +614,11 @@ async def overhead(
     rate: float,
     prefetch: int,
     fake_in_process: bool,
+    user: str | None = None,
 ) -> Overhead:
     """(d): steady publishing, end to end per event minus its model span."""
-    bodies = event_bodies(events, conversations)
+    bodies = event_bodies(events, conversations, user)
+    registry = CollectorRegistry()
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -611,7 +628,7 @@ async def overhead(
         settings = settings_for_test(urls, base_url, prefetch=prefetch)
         async with (
             monitored(urls.redis_url) as isolated,
-            bot(settings, tracer_provider=provider) as (_, client),
+            bot(settings, tracer_provider=provider, registry=registry) as (_, client),
         ):
             async with asyncio.TaskGroup() as group:
                 collecting = group.create_task(
@@ -646,6 +663,7 @@ async def overhead(
         in_service=[in_service[i] - model[i] for i in ids],
         problems=problems,
         redis_commands=isolated,
+        retrieval=RetrievalOutcomes.read(registry),
     )
 
 
@@ -740,6 +758,12 @@ def floor_rows(
             "more (consuming, llm-bot's own code, pydantic, logs, metrics)",
         ),
         (
+            "(b) CPU / (f) all parts together",
+            f"{pipeline_cpu * ms / floor.together:.2f}",
+            f"target <= {TARGET_CPU_RATIO:g}: "
+            f"{verdict(pipeline_cpu * ms <= TARGET_CPU_RATIO * floor.together)}",
+        ),
+        (
             "(f) bound on (b)/(a) with these libraries",
             f"{bound:.3f}",
             "echo CPU / (echo CPU + all parts together): (b)/(a) at zero llm-bot cost",
@@ -755,6 +779,29 @@ def floor_rows(
             "echo CPU / (echo CPU + all parts but the graph)",
         ),
     ]
+    return rows
+
+
+def retrieval_rows(results: Results) -> list[tuple[str, str, str]]:
+    """Searches that timed out in each phase, against the target share."""
+    phases = (
+        ("(b)", results.instant.retrieval),
+        ("(c)", results.slow.retrieval),
+        ("(d)", results.overhead.retrieval),
+    )
+    rows = []
+    for phase, outcomes in phases:
+        if outcomes is None:
+            continue
+        total, timed_out = outcomes.searches.total(), outcomes.searches["timeout"]
+        ok = timed_out <= TARGET_TIMEOUT_SHARE * total
+        rows.append(
+            (
+                f"{phase} recall searches timed out",
+                f"{timed_out} / {total}",
+                f"target <= {TARGET_TIMEOUT_SHARE:.1%}: {verdict(ok)}; {outcomes.summary()}",
+            )
+        )
     return rows
 
 
@@ -849,6 +896,7 @@ def report(results: Results, args: argparse.Namespace) -> str:
             f"{redis.round_trips:.2f}",
             f"target <= {TARGET_ROUND_TRIPS:g}: {verdict(redis.round_trips <= TARGET_ROUND_TRIPS)}",
         ),
+        *retrieval_rows(results),
     ]
     width = max(len(r[0]) for r in rows)
     value_width = max(len(r[1]) for r in rows)
@@ -1013,6 +1061,7 @@ async def run(args: argparse.Namespace) -> None:
         os.environ.get("AMQP_URL", DEFAULT_AMQP_URL), os.environ.get("REDIS_URL", DEFAULT_REDIS_URL)
     )
     slow_conversations = max(args.prefetch, args.latency_conversations)
+    user = new_id("u")
     try:
         if args.fairness_ab:
             await fairness_ab(urls, args)
@@ -1023,6 +1072,10 @@ async def run(args: argparse.Namespace) -> None:
         if args.rabbit_cluster:
             await rabbit_cluster_ab(urls, args)
             return
+        if args.index_entries:
+            step(f"the bench user's index: {args.index_entries} messages")
+            seconds = await fill_index(urls.redis_url, TEST_KEY_PREFIX, user, args.index_entries)
+            print(f"    written in {seconds:.1f} s")
         if args.only_b:
             step(f"(b) pipeline only, instant model, {args.events} events")
             alone = await pipeline(
@@ -1033,11 +1086,14 @@ async def run(args: argparse.Namespace) -> None:
                 prefetch=args.prefetch,
                 count_redis=False,
                 fake_in_process=args.fake_in_process,
+                user=user,
             )
             print(
                 f"(b) {alone.rate.per_second:.1f} events/s, "
                 f"{alone.rate.cpu_per_event * 1000:.2f} ms CPU/event {'; '.join(alone.problems)}"
             )
+            if alone.retrieval is not None:
+                print(f"(b) recall searches: {alone.retrieval.summary()}")
             return
         step(f"(a) echo baseline, {args.echo_events} events")
         echo = await echo_baseline(urls.amqp_url, args.echo_events, args.prefetch)
@@ -1050,6 +1106,7 @@ async def run(args: argparse.Namespace) -> None:
             prefetch=args.prefetch,
             count_redis=True,
             fake_in_process=args.fake_in_process,
+            user=user,
         )
         step(f"(c) pipeline, {args.latency * 1000:.0f} ms model, {args.latency_events} events")
         slow = await pipeline(
@@ -1060,6 +1117,7 @@ async def run(args: argparse.Namespace) -> None:
             prefetch=args.prefetch,
             count_redis=False,
             fake_in_process=args.fake_in_process,
+            user=user,
         )
         scaled = None
         if args.replicas > 0:
@@ -1084,6 +1142,7 @@ async def run(args: argparse.Namespace) -> None:
             rate=args.overhead_rate,
             prefetch=args.prefetch,
             fake_in_process=args.fake_in_process,
+            user=user,
         )
         floor = None
         if not args.no_floor:
@@ -1244,6 +1303,12 @@ def main() -> None:
     parser.add_argument("--overhead-events", type=int, default=600, help="(d)")
     parser.add_argument("--overhead-rate", type=float, default=40.0, help="(d) events/s")
     parser.add_argument("--prefetch", type=int, default=32)
+    parser.add_argument(
+        "--index-entries",
+        type=int,
+        default=1000,
+        help="(b)-(d): messages in the bench user's index before the run (0: an empty index)",
+    )
     parser.add_argument(
         "--replicas",
         type=int,
