@@ -209,10 +209,12 @@ class RecallIndex(Protocol):
         that long for the copy to catch up, then searches it as it stands (None: waits)."""
         ...
 
-    def loads_finished(self) -> int:
-        """Whole-index loads this process finished so far (0 for an engine that searches
-        server-side): a search waiting behind other users' loads times out only when none
-        finishes within ``LLM_BOT_RETRIEVAL_LOAD_TIMEOUT_MS`` (each load gets its own)."""
+    def load_progress(self) -> int:
+        """How far this process's whole-index loads got: pages read plus loads ended, a
+        number that only grows (0 for an engine that searches server-side). A search
+        waiting for a load (its user's, or other users' before it) times out only when it
+        did not grow within ``LLM_BOT_RETRIEVAL_LOAD_TIMEOUT_MS``: a load that goes on, however slowly
+        a busy process runs it, is waited for; a stuck one is not."""
         ...
 
     def loaded(self, tenant_id: str, user_id: str) -> bool:

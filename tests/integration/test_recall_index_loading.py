@@ -108,11 +108,12 @@ def keyword_retriever(
 
 
 async def test_a_search_past_its_budget_goes_on_without_recall_and_the_load_finishes(
-    client: aioredis.Redis,
+    client: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A 1 ms budget (loading included) against an index that takes longer to load:
-    outcome ``timeout`` (the reply goes on), and the load completes in the background for
-    the next search."""
+    """A 1 ms budget (loading included) against an index that takes longer to load in
+    one page (no progress to see within the budget): outcome ``timeout`` (the reply goes
+    on), and the load completes in the background for the next search."""
+    monkeypatch.setattr(redis_recall_index, "LOAD_PAGE", ENTRIES + 1)
     tenant, user = new_id("t"), new_id("u")
     index = _index(client)
     await _fill(index, tenant, user, ENTRIES)
@@ -134,6 +135,38 @@ async def test_a_search_past_its_budget_goes_on_without_recall_and_the_load_fini
             await asyncio.sleep(0.01)
     timeouts = registry.get_sample_value("llmbot_retrieval_searches_total", {"outcome": "timeout"})
     assert timeouts == 1
+
+
+async def test_a_load_slower_than_the_budget_is_waited_for_while_it_progresses(
+    client: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a busy replica a load takes longer than the load budget as a whole, page after
+    page: the search waits for it while pages arrive, and recalls (a budget of whole loads
+    timed it out: the first searches of a saturated replica answered without memory)."""
+    tenant, user = new_id("t"), new_id("u")
+    await _fill(_index(client), tenant, user, ENTRIES)
+    fresh = _index(client)
+    sleep = asyncio.sleep
+
+    async def slow_turn(delay: float) -> None:  # each page waits 40 ms for the loop
+        await sleep(max(delay, 0.04))
+
+    monkeypatch.setattr(asyncio, "sleep", slow_turn)  # as the index sees it
+    registry = CollectorRegistry()
+    retriever = keyword_retriever(fresh, search_budget=0.001, load_budget=0.1, registry=registry)
+    started = time.perf_counter()
+    result = await retriever.retrieve(
+        PreparedQuery("topic7", None), ConversationKey(tenant, user, "c9"), exclude=(), topic=None
+    )
+    assert time.perf_counter() - started > 0.1  # longer than one budget: 4 pages' waits
+    assert result.outcome == "searched"
+    assert "m|c1|e7" in [record.id for record in result.records]
+    assert registry.get_sample_value(
+        "llmbot_retrieval_timeouts_total", {"reason": "index_load"}
+    ) in (
+        None,
+        0,
+    )
 
 
 async def test_a_copy_older_than_the_kept_tombstones_loads_the_index_again(
@@ -231,7 +264,7 @@ async def test_loads_of_several_users_run_one_at_a_time_each_with_its_own_budget
     )
     assert [result.outcome for result in results] == ["searched"] * 4
     assert all("m|c1|e7" in [r.id for r in result.records] for result in results)
-    assert fresh.loads_finished() == 4
+    assert fresh.load_progress() == 4 * 3  # 2 pages and the end of each load
 
 
 async def test_a_load_reads_whether_an_entry_says_when_from_the_index_not_its_text(

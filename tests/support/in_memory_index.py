@@ -100,7 +100,7 @@ class InMemoryRecallIndex:
         user = self._users.pop((tenant_id, user_id), None)
         return len(user.digests) if user is not None else 0
 
-    def loads_finished(self) -> int:
+    def load_progress(self) -> int:
         return 0
 
     def loaded(self, tenant_id: str, user_id: str) -> bool:

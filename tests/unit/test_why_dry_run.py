@@ -86,7 +86,7 @@ class FakeIndex:
     def loaded(self, tenant_id: str, user_id: str) -> bool:
         return True
 
-    def loads_finished(self) -> int:
+    def load_progress(self) -> int:
         return 0
 
 

@@ -200,7 +200,7 @@ class QdrantRecallIndex:
             other = of_user(tenant_id, user_id, must_not=[field_is("model", model)])
             return await self._points.count(other)
 
-    def loads_finished(self) -> int:
+    def load_progress(self) -> int:
         return 0
 
     def loaded(self, tenant_id: str, user_id: str) -> bool:

@@ -259,7 +259,7 @@ class RedisRecallIndex:
         """Whole-index loads, one at a time, first come first served: a load's time is its
         own, not shared with every other user loading at once (32 users after a deploy
         each finished last, past their budget; one at a time, each takes its own ~50 ms)."""
-        self._loads_finished = 0
+        self._load_progress = 0
         self._background: set[asyncio.Task[None]] = set()
         self._upsert = client.register_script(_UPSERT)
         self._remove = client.register_script(_REMOVE)
@@ -414,9 +414,10 @@ class RedisRecallIndex:
         if not task.cancelled() and task.exception() is not None:
             log.info("retrieval.refresh_failed", error=type(task.exception()).__name__)
 
-    def loads_finished(self) -> int:
-        """Whole-index loads this process finished (or gave up) so far."""
-        return self._loads_finished
+    def load_progress(self) -> int:
+        """Pages read by this process's whole-index loads, plus loads ended (finished or
+        given up), so far."""
+        return self._load_progress
 
     def loaded(self, tenant_id: str, user_id: str) -> bool:
         """Whether this process holds a copy of the user's index (then a search checks it
@@ -485,7 +486,7 @@ class RedisRecallIndex:
             try:
                 await self._load_now(tenant_id, user_id, cached)
             finally:
-                self._loads_finished += 1
+                self._load_progress += 1
 
     async def _load_now(self, tenant_id: str, user_id: str, cached: _Cached) -> None:
         meta, seq_key, doc, vec = (
@@ -515,6 +516,7 @@ class RedisRecallIndex:
                 for entry_id, raw_doc, raw_vec in zip(ids, docs, vectors, strict=True)
                 if raw_doc is not None and raw_vec is not None
             )
+            self._load_progress += 1
             low = f"({page[-1][1]:.0f}"
             if len(page) < LOAD_PAGE:
                 break

@@ -285,17 +285,18 @@ class Retriever:
     async def _within(
         self, searching: asyncio.Future[list[SearchHit]], budget: float
     ) -> list[SearchHit]:
-        """``searching``'s hits, given ``budget`` seconds, and ``budget`` more each time a
-        load of another user's index finished meanwhile (users loading at once after a
-        deploy are loaded one at a time: a search behind them waits while they progress,
-        and times out when no load finished within a whole budget)."""
-        finished = self._index.loads_finished()
+        """``searching``'s hits, given ``budget`` seconds, and ``budget`` more each time
+        the process's index loads progressed meanwhile (a page read, a load ended): a
+        search behind its user's load, or behind other users' (loaded one at a time after
+        a deploy), waits while they go on, however slowly a busy process runs them, and
+        times out when none progressed within a whole budget (a stuck Redis or load)."""
+        finished = self._index.load_progress()
         try:
             while True:
                 done, _ = await asyncio.wait({searching}, timeout=budget)
                 if done:
                     return searching.result()
-                progress = self._index.loads_finished()
+                progress = self._index.load_progress()
                 if progress == finished:
                     raise TimeoutError
                 finished = progress
