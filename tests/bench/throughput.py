@@ -103,6 +103,7 @@ from llm_bot.fake_model import FakeModelServer
 from llm_bot.logs import configure_logging
 from tests.bench.floor import Floor, measure_floor
 from tests.bench.processes import cpu_seconds, fake_model_process, replicas
+from tests.bench.retrieval_latency import QUESTIONS, TOPICS
 from tests.bench.user_history import TENANT, RetrievalOutcomes, fill_index
 from tests.support.events import encode, message_event, new_id
 from tests.support.harness import (
@@ -128,6 +129,13 @@ WAIT_SECONDS = 120.0
 # --------------------------------------------------------------------------- inputs
 
 
+def question(n: int) -> str:
+    """The ``n``-th message: a question about the bench user's history, of 68 (17 topics,
+    4 phrasings), so that consecutive messages of a conversation are not all on one topic
+    (a message on its conversation's topic reuses the last search rather than searching)."""
+    return QUESTIONS[n % len(QUESTIONS)].format(topic=TOPICS[(n * 7) % len(TOPICS)])
+
+
 def event_bodies(
     count: int, conversations: int, user: str | None = None
 ) -> list[tuple[str, bytes]]:
@@ -141,7 +149,7 @@ def event_bodies(
             tenant=TENANT,
             user=user,
             conversation=convs[i % conversations],
-            text=f"message {i}: how much is the blue kettle in store {i % 7}?",
+            text=question(i),
         )
         bodies.append((str(event["id"]), encode(event)))
     return bodies
