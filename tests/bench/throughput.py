@@ -19,7 +19,8 @@ One run measures, on the RabbitMQ and Redis at AMQP_URL / REDIS_URL:
 (c') the (c) backlog through ``--replicas`` ``llm-bot run`` processes sharing the same 32
     in flight (prefetch 32 / R each): the scale-out path, CPU summed over the replicas.
 (d) per-event overhead outside the model, with the instant model and events published at
-    a steady rate well below capacity (so that queueing does not dominate): for each
+    a steady rate well below capacity (so that queueing does not dominate), after one
+    untimed event has loaded the user's index into the replica: for each
     event, end to end = publish → candidate received, model time = the duration of the
     service's own ``chat <model>`` CLIENT span (the openai SDK call, HTTP included; spans
     go to an in-memory exporter); overhead = end to end - model time.
@@ -638,6 +639,12 @@ async def overhead(
             monitored(urls.redis_url) as isolated,
             bot(settings, tracer_provider=provider, registry=registry) as (_, client),
         ):
+            # The steady state: the user's index loaded in this replica by a first event
+            # (a cold load is (b)'s and the recall benches' `--cold`), not timed.
+            warm_up = json.loads(event_bodies(1, 1, user)[0][1])
+            await client.publish(warm_up)
+            await await_candidates(client, {str(warm_up["id"])})
+            exporter.clear()
             async with asyncio.TaskGroup() as group:
                 collecting = group.create_task(
                     await_candidates(
