@@ -27,6 +27,8 @@ $(STAMP): pyproject.toml $(LOCK)
 	$(BIN)/pip install --quiet --progress-bar off --require-hashes --no-deps -r $(LOCK)
 	$(BIN)/pip install --quiet --progress-bar off --no-deps --no-build-isolation -e .
 	$(BIN)/pip check
+	@echo "make: distilling the static embeddings table from the pinned all-MiniLM-L6-v2 (about a minute)"
+	$(BIN)/python -m llm_bot.adapters.static_model
 	touch $(STAMP)
 	@echo "make: installed $(BIN)/llm-bot (not on PATH: run it as $(BIN)/llm-bot, or source $(BIN)/activate)"
 

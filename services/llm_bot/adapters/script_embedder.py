@@ -24,35 +24,70 @@ its keywords, names and numbers, or the user's facts).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from llm_bot.adapters import local_embedder as english_model
-from llm_bot.adapters import multilingual_model
+from llm_bot.adapters import multilingual_model, static_model
 from llm_bot.adapters.local_embedder import LocalEmbedder
 from llm_bot.config import ConfigurationError
 from llm_bot.ports import Matrix
 
 MODEL_NAME = "all-MiniLM-L6-v2+use-multilingual-v3"
 """What ``LLM_BOT_EMBEDDING_MODEL`` names (the default) and the vectors are stored with."""
+STATIC_MODEL_NAME = f"{static_model.MODEL_NAME}+{multilingual_model.MODEL_ID}"
+"""English by the static table distilled from all-MiniLM-L6-v2 (``static_model.py``), the
+rest by the multilingual model: what ``LLM_BOT_EMBEDDING_MODEL`` names for the fast memory
+formation (docs/benchmarks.md, "Memory formation at 10x")."""
 ENGLISH = english_model.DIMENSION
 DIMENSION = ENGLISH + multilingual_model.DIMENSION
 
 
-def encode(texts: Sequence[str]) -> Matrix:
-    """Each text's vector in the joint space (synchronous; CPU-bound)."""
-    vectors = np.zeros((len(texts), DIMENSION), dtype=np.float32)
-    if not texts:
+def joint_encoder(
+    english_encode: Callable[[Sequence[str]], Matrix], english_dimension: int
+) -> Callable[[Sequence[str]], Matrix]:
+    """``encode`` of the joint space whose English block is ``english_encode``'s."""
+    dimension = english_dimension + multilingual_model.DIMENSION
+
+    def encode(texts: Sequence[str]) -> Matrix:
+        """Each text's vector in the joint space (synchronous; CPU-bound)."""
+        vectors = np.zeros((len(texts), dimension), dtype=np.float32)
+        if not texts:
+            return vectors
+        readable = [english_model.readable(text) for text in texts]
+        english = [n for n, ok in enumerate(readable) if ok]
+        other = [n for n, ok in enumerate(readable) if not ok and texts[n].strip()]
+        if english:
+            vectors[english, :english_dimension] = english_encode([texts[n] for n in english])
+        if other:
+            vectors[other, english_dimension:] = multilingual_model.encode(
+                [texts[n] for n in other]
+            )
         return vectors
-    readable = [english_model.readable(text) for text in texts]
-    english = [n for n, ok in enumerate(readable) if ok]
-    other = [n for n, ok in enumerate(readable) if not ok and texts[n].strip()]
-    if english:
-        vectors[english, :ENGLISH] = english_model.encode([texts[n] for n in english])
-    if other:
-        vectors[other, ENGLISH:] = multilingual_model.encode([texts[n] for n in other])
-    return vectors
+
+    return encode
+
+
+def across_encoder(english_dimension: int) -> Callable[[Sequence[str]], Matrix]:
+    """``encode_across`` of the joint space whose English block is ``english_dimension``
+    wide."""
+    dimension = english_dimension + multilingual_model.DIMENSION
+
+    def encode_across(texts: Sequence[str]) -> Matrix:
+        vectors = np.zeros((len(texts), dimension), dtype=np.float32)
+        english = [n for n, text in enumerate(texts) if english_model.readable(text)]
+        if english:
+            vectors[english, english_dimension:] = multilingual_model.encode(
+                [texts[n] for n in english]
+            )
+        return vectors
+
+    return encode_across
+
+
+encode = joint_encoder(english_model.encode, ENGLISH)
+"""Each text's vector in the joint space (synchronous; CPU-bound)."""
 
 
 def encode_across(texts: Sequence[str]) -> Matrix:
@@ -62,11 +97,10 @@ def encode_across(texts: Sequence[str]) -> Matrix:
     close: cosine 0.55-0.62 between the Thai planted facts and English questions about
     them, docs/benchmarks.md); zeros for any other text (the English model cannot read
     it, so nothing in its block can be compared with it)."""
-    vectors = np.zeros((len(texts), DIMENSION), dtype=np.float32)
-    english = [n for n, text in enumerate(texts) if english_model.readable(text)]
-    if english:
-        vectors[english, ENGLISH:] = multilingual_model.encode([texts[n] for n in english])
-    return vectors
+    return _across_default(texts)
+
+
+_across_default = across_encoder(ENGLISH)
 
 
 def local_embedder(model: str | None) -> LocalEmbedder:
@@ -83,10 +117,29 @@ def local_embedder(model: str | None) -> LocalEmbedder:
         # ready waits for that one load.
         embedder.preload(multilingual_model.load_model)
         return embedder
+    if model == STATIC_MODEL_NAME:
+        multilingual_model.check_files()
+        static_model.load_table()  # a missing or foreign table fails at start
+        embedder = LocalEmbedder(
+            encoder=joint_encoder(static_model.encode, static_model.DIMENSION),
+            across=across_encoder(static_model.DIMENSION),
+            name=STATIC_MODEL_NAME,
+            dimension=static_model.DIMENSION + multilingual_model.DIMENSION,
+        )
+        embedder.preload(multilingual_model.load_model)
+        return embedder
     if model in (english_model.MODEL_NAME, english_model.INDEX_MODEL_ID):
         return LocalEmbedder()
+    if model in (static_model.MODEL_NAME, static_model.INDEX_MODEL_ID):
+        static_model.load_table()
+        return LocalEmbedder(
+            encoder=static_model.encode,
+            name=static_model.INDEX_MODEL_ID,
+            dimension=static_model.DIMENSION,
+        )
     raise ConfigurationError(
         f"invalid configuration: LLM_BOT_EMBEDDING_MODEL: {model!r} is not a bundled local "
-        f"model (available: {MODEL_NAME}, {english_model.MODEL_NAME}); for other "
+        f"model (available: {MODEL_NAME}, {english_model.MODEL_NAME}, {STATIC_MODEL_NAME}, "
+        f"{static_model.MODEL_NAME}); for other "
         "models use LLM_BOT_EMBEDDINGS=openai"
     )
