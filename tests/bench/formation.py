@@ -28,7 +28,9 @@ import argparse
 import asyncio
 import json
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -187,16 +189,18 @@ async def run(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:
                 user = f"u{round_}-{len(rates[model])}-{abs(hash(model)) % 10**6}"
                 wall, cpu = await index_all(embedder, index, user, sessions, args.jobs)
                 rates[model].append((messages / wall, 1000 * cpu / messages))
-                parts = await breakdown(model, embedder, index, f"{user}-b", sessions)
+                sample = sessions[: args.breakdown_sessions]
+                counted = sum(len(m) for _, m in sample)
+                parts = await breakdown(model, embedder, index, f"{user}-b", sample)
                 split = ", ".join(
-                    f"{name} {1000 * value / messages:.2f}"
+                    f"{name} {1000 * value / counted:.2f}"
                     for name, value in parts.items()
                     if name != "texts"
                 )
                 print(
                     f"round {round_} {model}: {messages / wall:.1f} messages/s, "
                     f"{1000 * cpu / messages:.1f} ms CPU per message; one thread, ms per "
-                    f"message: {split} ({parts['texts'] / messages:.1f} texts per message)",
+                    f"message: {split} ({parts['texts'] / counted:.1f} texts per message)",
                     flush=True,
                 )
         print("\n| model | messages/s (each round) | CPU ms per message (each round) |")
@@ -222,6 +226,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--jobs", type=int, default=8, help="sessions indexed at once")
     parser.add_argument(
+        "--breakdown-sessions", type=int, default=10, help="sessions the breakdown times"
+    )
+    parser.add_argument(
         "--models",
         nargs="+",
         default=[
@@ -234,5 +241,6 @@ def parse_args() -> argparse.Namespace:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # the redis-server stops too
     arguments = parse_args()
     asyncio.run(run(arguments, json.loads(Path(arguments.data).read_text())))

@@ -195,7 +195,7 @@ async def import_haystack(
     """Every session imported by the service, then the worker started and run until idle;
     the worker's part timed (wall clock and CPU, from its start to the first of the idle
     polls that end the wait)."""
-    settings = settings_for(urls, model.base_url, {}, 2000, args.embeddings)
+    settings = settings_for(urls, model.base_url, model_setting(args), 2000, args.embeddings)
     async with integrator(settings) as client:  # keeps the queues until the end
         async with running_service(settings) as service:
             for event in transcript_events(question, user):
@@ -219,6 +219,11 @@ async def import_haystack(
     used = idle_at[1].since(cpu)
     messages = sum(1 for s in question.sessions for t in s.turns if t.content.strip())
     return Imported(messages, idle_at[0] - started, used.embedding, used.loop, used.model)
+
+
+def model_setting(args: Any) -> dict[str, Any]:
+    """``--embedding-model`` as the service's setting (none: the service's default)."""
+    return {"embedding_model": args.embedding_model} if args.embedding_model else {}
 
 
 SETTLED_POLLS = 5
@@ -250,7 +255,7 @@ def traced_service(
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     settings = settings_for(
-        urls, model.base_url, {}, budget, args.embeddings, max_items=args.max_items
+        urls, model.base_url, model_setting(args), budget, args.embeddings, max_items=args.max_items
     )
     return exporter, provider, settings
 
@@ -441,6 +446,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--data", required=True, help="LongMemEval JSON (e.g. dev.json)")
     parser.add_argument("--budgets", type=int, nargs="+", default=[1000, 2000, 4000])
     parser.add_argument("--embeddings", default="local", choices=["local", "openai"])
+    parser.add_argument(
+        "--embedding-model", help="LLM_BOT_EMBEDDING_MODEL (default: the service's default)"
+    )
     parser.add_argument("--only", nargs="*", help="question ids to run")
     parser.add_argument("--questions", type=int, default=0, help="first N questions only")
     parser.add_argument(
