@@ -473,6 +473,7 @@ async def pipeline(
     fair_dispatch: bool = True,
     embeddings: str | None = None,
     user: str | None = None,
+    embedding_model: str | None = None,
 ) -> PipelineRun:
     """(b) (with ``count_redis``: and (e)) or (c): the backlog through the service, as
     ``user`` (the bench user with a history; default: a new user)."""
@@ -486,6 +487,7 @@ async def pipeline(
             prefetch=prefetch,
             fair_dispatch=fair_dispatch,
             **({"embeddings": embeddings} if embeddings else {}),
+            **({"embedding_model": embedding_model} if embedding_model else {}),
         )
         stats = aioredis.from_url(urls.redis_url)
         try:
@@ -624,6 +626,7 @@ async def overhead(
     prefetch: int,
     fake_in_process: bool,
     user: str | None = None,
+    embedding_model: str | None = None,
 ) -> Overhead:
     """(d): steady publishing, end to end per event minus its model span."""
     bodies = event_bodies(events, conversations, user)
@@ -634,7 +637,12 @@ async def overhead(
     sent: dict[str, float] = {}
     received: dict[str, float] = {}
     async with model_endpoint(0.0, in_process=fake_in_process) as base_url:
-        settings = settings_for_test(urls, base_url, prefetch=prefetch)
+        settings = settings_for_test(
+            urls,
+            base_url,
+            prefetch=prefetch,
+            **({"embedding_model": embedding_model} if embedding_model else {}),
+        )
         async with (
             monitored(urls.redis_url) as isolated,
             bot(settings, tracer_provider=provider, registry=registry) as (_, client),
@@ -1089,7 +1097,13 @@ async def run(args: argparse.Namespace) -> None:
             return
         if args.index_entries:
             step(f"the bench user's index: {args.index_entries} messages")
-            seconds = await fill_index(urls.redis_url, TEST_KEY_PREFIX, user, args.index_entries)
+            seconds = await fill_index(
+                urls.redis_url,
+                TEST_KEY_PREFIX,
+                user,
+                args.index_entries,
+                model=args.embedding_model,
+            )
             print(f"    written in {seconds:.1f} s")
         if args.only_b:
             step(f"(b) pipeline only, instant model, {args.events} events")
@@ -1102,6 +1116,7 @@ async def run(args: argparse.Namespace) -> None:
                 count_redis=False,
                 fake_in_process=args.fake_in_process,
                 user=user,
+                embedding_model=args.embedding_model,
             )
             print(
                 f"(b) {alone.rate.per_second:.1f} events/s, "
@@ -1122,6 +1137,7 @@ async def run(args: argparse.Namespace) -> None:
             count_redis=True,
             fake_in_process=args.fake_in_process,
             user=user,
+            embedding_model=args.embedding_model,
         )
         step(f"(c) pipeline, {args.latency * 1000:.0f} ms model, {args.latency_events} events")
         slow = await pipeline(
@@ -1133,6 +1149,7 @@ async def run(args: argparse.Namespace) -> None:
             count_redis=False,
             fake_in_process=args.fake_in_process,
             user=user,
+            embedding_model=args.embedding_model,
         )
         scaled = None
         if args.replicas > 0:
@@ -1158,6 +1175,7 @@ async def run(args: argparse.Namespace) -> None:
             prefetch=args.prefetch,
             fake_in_process=args.fake_in_process,
             user=user,
+            embedding_model=args.embedding_model,
         )
         floor = None
         if not args.no_floor:
@@ -1318,6 +1336,12 @@ def main() -> None:
     parser.add_argument("--overhead-events", type=int, default=600, help="(d)")
     parser.add_argument("--overhead-rate", type=float, default=40.0, help="(d) events/s")
     parser.add_argument("--prefetch", type=int, default=32)
+    parser.add_argument(
+        "--embedding-model",
+        default=None,
+        help="(b)-(d): LLM_BOT_EMBEDDING_MODEL for the service and the user's index (default: "
+        "the service's default)",
+    )
     parser.add_argument(
         "--index-entries",
         type=int,
