@@ -96,3 +96,12 @@ def test_sara_am_and_nikhahit_plus_sara_aa_each_stay_as_written() -> None:
     assert sanitize("น้ำ") == "น้ำ"
     assert sanitize("\u0e4d\u0e32") == "\u0e4d\u0e32"
     assert sanitize("\u0eb3 \u0ecd\u0eb2") == "\u0eb3 \u0ecd\u0eb2"
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=127)))
+def test_an_ascii_text_is_sanitised_as_any_text_is(text: str) -> None:
+    """The ASCII shortcut gives what the general steps give (whitespace, then the
+    invisible characters, then NFKC, which leaves ASCII as it is)."""
+    spaced = " ".join(text.split())
+    general = "".join(char for char in spaced if not is_invisible(char))
+    assert sanitize(text) == " ".join(unicodedata.normalize("NFKC", general).split())

@@ -56,10 +56,17 @@ def strip_invisible(text: str) -> str:
     return text.translate(invisible) if invisible else text
 
 
+_ASCII_INVISIBLE: Final = {code: None for code in range(128) if is_invisible(chr(code))}
+"""The ASCII control characters that are not whitespace."""
+
+
 def sanitize(text: str) -> str:
     """``text`` as one visible, NFKC-normalised line (see the module docstring). Done in C
     but for one look at each distinct character: it runs on every recalled line of every
-    prompt."""
+    prompt (an ASCII text, most of them, needs no look: its invisible characters are
+    known, and NFKC leaves it as it is)."""
+    if text.isascii():
+        return " ".join(text.translate(_ASCII_INVISIBLE).split())
     spaced = _WHITESPACE.sub(" ", text)
     invisible = {ord(char): None for char in set(spaced) if is_invisible(char)}
     visible = spaced.translate(invisible) if invisible else spaced
