@@ -54,6 +54,7 @@ Everything here is pure and deterministic: identical input renders byte-identica
 from __future__ import annotations
 
 import datetime
+import functools
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -208,7 +209,10 @@ def _date(created_at: str) -> str:
     return sanitize(created_at)[:10]
 
 
+@functools.lru_cache(maxsize=4096)
 def _date_and_weekday(created_at: str) -> str:
+    """The day of a timestamp and its weekday's name, remembered: the same recalled items'
+    dates come back prompt after prompt (timestamps only, no user's words)."""
     day = _date(created_at)
     try:
         return f"{day} {WEEKDAY_NAMES[datetime.date.fromisoformat(day).weekday()]}"
