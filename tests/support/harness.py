@@ -124,6 +124,8 @@ class Integrator:
             "content_type": "application/json",
             "delivery_mode": aio_pika.DeliveryMode.PERSISTENT,
             "message_id": None if isinstance(event, bytes) else str(event.get("id")),
+            # SPEC 3: the conversation id (what ingress partitions hash)
+            "correlation_id": None if isinstance(event, bytes) else event.get("conversation_id"),
             "headers": dict(headers or {}),
         }
         values.update(properties)

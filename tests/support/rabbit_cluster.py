@@ -1,7 +1,7 @@
 """A RabbitMQ cluster of the tests' own: three nodes joined into one, on free ports.
 
 Three :class:`PrivateRabbit` nodes (``service_control.py``: each its own node name, AMQP
-and distribution ports, config file without plugins, Mnesia and log directories; all with
+and distribution ports, config file, the consistent-hash exchange plugin, Mnesia and log directories; all with
 the machine's Erlang cookie, as every node of one user shares), started together, then the
 second and third joined to the first (``stop_app``, ``join_cluster``, ``start_app``).
 Built once per test session by the ``rabbit_cluster`` fixture and removed at the end (also
@@ -28,6 +28,8 @@ from pathlib import Path
 from tests.support.service_control import PrivateRabbit, listening, wait_until
 
 NODES = 3
+PLUGINS = ("rabbitmq_consistent_hash_exchange",)
+"""Enabled on every node: ingress partitions (``LLM_BOT_INGRESS_PARTITIONS`` > 1) need it."""
 
 
 @dataclass
@@ -42,7 +44,7 @@ class RabbitClusterNodes:
 
     def start(self) -> None:
         self.directory.chmod(0o755)  # the nodes run as the rabbitmq user when started by root
-        self.nodes = [PrivateRabbit(self.directory / f"node{i}") for i in range(NODES)]
+        self.nodes = [PrivateRabbit(self.directory / f"node{i}", PLUGINS) for i in range(NODES)]
         _in_parallel([node.start for node in self.nodes])
         first, *others = self.nodes
         for node in others:

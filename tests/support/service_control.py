@@ -79,8 +79,10 @@ def _hand_to(user: str, directory: Path) -> None:
 class PrivateRabbit:
     """A RabbitMQ node of one test's own: ``url`` to connect, ``stop_app``/``start_app``."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, plugins: tuple[str, ...] = ()) -> None:
         self.directory = directory
+        self.plugins = plugins
+        """Plugins to enable (of the installed RabbitMQ), e.g. the consistent-hash exchange."""
         self.port = free_port()
         self.node = f"llmbot-test-{os.getpid()}-{next(_nodes)}@localhost"
         self.url = f"amqp://guest:guest@127.0.0.1:{self.port}/"
@@ -92,7 +94,7 @@ class PrivateRabbit:
     def start(self, within: float = 90) -> None:
         for part in ("mnesia", "log"):
             (self.directory / part).mkdir(parents=True, exist_ok=True)
-        (self.directory / "enabled_plugins").write_text("[].\n")
+        (self.directory / "enabled_plugins").write_text(f"[{','.join(self.plugins)}].\n")
         (self.directory / "rabbitmq.conf").write_text(
             f"listeners.tcp.local = 127.0.0.1:{self.port}\nloopback_users = none\n"
         )
@@ -232,9 +234,9 @@ def _running(instance: _I) -> Iterator[_I]:
         shutil.rmtree(instance.directory, ignore_errors=True)
 
 
-def private_rabbit() -> contextlib.AbstractContextManager[PrivateRabbit]:
-    """A running node of this test's own, removed at the end."""
-    return _running(PrivateRabbit(Path(tempfile.mkdtemp(prefix="llmbot-rabbit-"))))
+def private_rabbit(*plugins: str) -> contextlib.AbstractContextManager[PrivateRabbit]:
+    """A running node of this test's own (``plugins`` enabled), removed at the end."""
+    return _running(PrivateRabbit(Path(tempfile.mkdtemp(prefix="llmbot-rabbit-")), plugins))
 
 
 def private_redis(*options: str) -> contextlib.AbstractContextManager[PrivateRedis]:

@@ -37,6 +37,7 @@ class BrokerConfig:
     exchange: str
     ingress_routing_key: str
     ingress_queue: str
+    ingress_partitions: int
     candidate_routing_key: str
     error_routing_key: str
     dlx: str
@@ -55,6 +56,7 @@ class BrokerConfig:
             exchange=settings.ingress_exchange,
             ingress_routing_key=settings.ingress_routing_key,
             ingress_queue=settings.ingress_queue,
+            ingress_partitions=settings.ingress_partitions,
             candidate_routing_key=settings.candidate_routing_key,
             error_routing_key=settings.error_routing_key,
             dlx=settings.dlx,

@@ -287,6 +287,11 @@ class Settings(BaseSettings):
     ingress_queue: str = Field(
         "llm-bot.internal.llmbot.v1", min_length=1, validation_alias=_env("LLM_BOT_INGRESS_QUEUE")
     )
+    ingress_partitions: int = Field(
+        1, ge=1, le=32, validation_alias=_env("LLM_BOT_INGRESS_PARTITIONS")
+    )
+    """Ingress partitions: quorum queues with a single active consumer each, behind a
+    consistent-hash exchange on the conversation when more than one (docs/deployment.md)."""
     candidate_routing_key: str = Field(
         "internal.candidate.v1",
         min_length=1,

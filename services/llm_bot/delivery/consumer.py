@@ -11,12 +11,22 @@ fair queue in Redis, which schedules them, and stay unacked until answered
 (``fair_dispatch.py``); what the dispatcher takes comes back here to be processed the same
 way, settled through the fair queue (``settlements.py``). Invalid deliveries are processed
 here at once.
+
+The service's ingress is ``LLM_BOT_INGRESS_PARTITIONS`` queues with a single active
+consumer each (``rabbit_topology.py``): every replica consumes every partition, and the
+broker delivers each partition to one of them at a time, in publish order; admission keeps
+that order in each conversation's list in Redis, from which every replica processes. So a
+replica never cancels a partition's consumer while it holds deliveries it has not admitted:
+on 3.10, the next consumer would be active at once and those deliveries, given back, would
+reach it behind later ones. It stops by closing its connection instead, which gives back
+everything it holds, in order, before the next consumer gets anything.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import assert_never
@@ -35,6 +45,7 @@ from llm_bot.adapters import amqp_text
 from llm_bot.adapters.amqp_text import envelope_fault
 from llm_bot.adapters.held_message import HeldMessage
 from llm_bot.adapters.rabbit_connection import connect_amqp_robust
+from llm_bot.adapters.rabbit_partitions import unbind_old_layout
 from llm_bot.adapters.rabbit_publisher import RabbitPublisher
 from llm_bot.adapters.rabbit_replies import RabbitReplies
 from llm_bot.adapters.rabbit_topology import Topology, declare_topology
@@ -65,6 +76,9 @@ PUBLISH_RETRY = RetryPolicy(max_attempts=3, base_delay=0.2, max_delay=2.0)
 RECONNECT_INTERVAL_SECONDS = 1.0  # aio-pika's default 5 s dominated recovery after a restart
 REDELIVERY_DELAY_SECONDS = 1.0
 """A held delivery whose channel died is taken again after this (the broker reconnects)."""
+OLD_LAYOUT_LOOK_SECONDS = 30.0
+"""How often the ingress queues of another layout are looked for (a replica of the old
+version, restarted during a rolling upgrade, binds its queue again)."""
 
 log = structlog.get_logger(__name__)
 
@@ -101,6 +115,11 @@ class EventConsumer:
         self._channel: AbstractRobustChannel | None = None
         self._queue: AbstractQueue | None = None
         self._consumer_tag: str | None = None
+        self._consuming: dict[str, tuple[AbstractQueue, str]] = {}
+        """Every queue consumed: name -> (queue, consumer tag)."""
+        self._draining: set[str] = set()
+        self._old_layout: asyncio.Task[None] | None = None
+        self._stopping = False
         self._publisher: RabbitPublisher | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._gc_held = False
@@ -146,9 +165,10 @@ class EventConsumer:
         channel = await self._connection.channel(publisher_confirms=True, on_return_raises=True)
         self._channel = channel
         window = self._prefetch
-        if self._fairness is not None:
-            window = max(self._prefetch, self._fairness.max_waiting)
-        await channel.set_qos(prefetch_count=window)
+        if self._fairness is not None:  # a replica active on every partition holds it all
+            share = math.ceil(self._fairness.max_waiting / self._topology.ingress_partitions)
+            window = max(self._prefetch, share)
+        await channel.set_qos(prefetch_count=window)  # per consumer: per partition
         try:
             declared = await declare_topology(channel, self._topology)
         except ChannelPreconditionFailed as exc:
@@ -170,6 +190,8 @@ class EventConsumer:
             reply_channel = await self._connection.channel(publisher_confirms=False)
             self._replies.bind(reply_channel.default_exchange)
         self._queue = declared.ingress
+        for name in declared.unordered:
+            log.warning("ingress.queue_without_single_active_consumer", queue=name)
         if self._fairness is not None:
             self._dispatcher = FairDispatcher(
                 fairness=self._fairness,
@@ -178,21 +200,71 @@ class EventConsumer:
                 metrics=self._metrics,
             )
             self._dispatcher.start()
-        self._consumer_tag = await self._queue.consume(self._on_message, no_ack=False)
+        for queue in declared.partitions:
+            tag = await queue.consume(self._on_message, no_ack=False)
+            self._consuming[queue.name] = (queue, tag)
+        self._consumer_tag = self._consuming[self._queue.name][1]
+        self._metrics.ingress_queues.labels("partition").set(
+            len(declared.partitions) - len(declared.unordered)
+        )
+        self._metrics.ingress_queues.labels("unordered").set(len(declared.unordered))
+        if self._topology.single_active:  # the service's ingress, not the memory worker's
+            await self._drain_old_layout()
+            self._old_layout = asyncio.create_task(self._old_layout_loop(), name="old-layout")
         if not self._gc_held:  # start-up is over: the collector tuned for consuming
             CONSUMING_TUNING.hold()
             self._gc_held = True
-        log.info("consumer.started", queue=self._topology.ingress_queue, prefetch=self._prefetch)
+        log.info(
+            "consumer.started",
+            queue=self._topology.ingress_queue,
+            partitions=self._topology.ingress_partitions,
+            prefetch=self._prefetch,
+        )
+
+    async def _old_layout_loop(self) -> None:
+        while True:
+            await asyncio.sleep(OLD_LAYOUT_LOOK_SECONDS)
+            try:
+                await self._drain_old_layout()
+            except Exception:  # the loop must outlive any one failure
+                log.warning("ingress.old_layout_look_failed", exc_info=True)
+
+    async def _drain_old_layout(self) -> None:
+        """Unbind the ingress queues of another layout and consume each until it is
+        deleted (their events are not lost: docs/deployment.md, "Ingress partitions")."""
+        found = await unbind_old_layout(self._amqp_url, self._topology)
+        self._draining &= set(found)
+        channel = self._channel
+        for name in found:
+            if name in self._draining or channel is None or channel.is_closed:
+                continue
+            # Not robust: a drained queue the operator deletes must not be declared again
+            # on a reconnect (the next look consumes it again while it exists).
+            queue = await channel.declare_queue(name, passive=True, robust=False)
+            await queue.consume(self._on_message, no_ack=False)
+            self._draining.add(name)
+            log.info("ingress.draining_old_queue", queue=name)
+        self._metrics.ingress_queues.labels("draining").set(len(self._draining))
 
     async def stop(self, *, grace_seconds: float) -> None:
         """Stop taking deliveries, let in-flight work finish within the grace period,
-        requeue the rest, close the connection."""
-        if self._queue is not None and self._consumer_tag is not None:
-            with contextlib.suppress(Exception):
-                await self._queue.cancel(self._consumer_tag)
+        requeue the rest, close the connection.
+
+        Single-active-consumer queues are not cancelled: what arrives meanwhile stays
+        unacked, and closing the connection gives it all back in order before the next
+        consumer is active (a cancel would make it active at once, ahead of the
+        deliveries given back after)."""
+        self._stopping = True
+        if self._old_layout is not None:
+            self._old_layout.cancel()
+        if not self._topology.single_active:
+            for queue, tag in self._consuming.values():
+                with contextlib.suppress(Exception):
+                    await queue.cancel(tag)
         running = set(self._tasks)
         if self._dispatcher is not None:
-            running |= await self._dispatcher.stop_taking()
+            give_back = not self._topology.single_active
+            running |= await self._dispatcher.stop_taking(give_back=give_back)
         if running:
             _, pending = await asyncio.wait(running, timeout=grace_seconds)
             for task in pending:
@@ -208,6 +280,8 @@ class EventConsumer:
         log.info("consumer.stopped")
 
     async def _on_message(self, message: AbstractIncomingMessage) -> None:
+        if self._stopping:  # left unacked: given back when the connection closes
+            return
         held = HeldMessage.of(message, received_at=time.time())
         fault = envelope_fault(_text_properties(message), held.headers)
         if self._dispatcher is not None and fault is None:

@@ -39,7 +39,7 @@ from aio_pika.abc import AbstractIncomingMessage
 from llm_bot.adapters.held_message import HeldMessage
 from llm_bot.adapters.redis_fair_queue import Admitted, RedisFairQueue, Taken
 from llm_bot.delivery.settlements import ParkedSettlement, Settlement
-from llm_bot.delivery.unanswered import Offered, UnansweredDeliveries
+from llm_bot.delivery.unanswered import Offered, UnansweredDeliveries, channel_closed
 from llm_bot.errors import LlmBotError, log_fields
 from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import ConversationLease
@@ -157,16 +157,21 @@ class FairDispatcher:
         self._offers += 1
         self._inbox.put_nowait(Offered(message, held, key))
 
-    async def stop_taking(self) -> set[asyncio.Task[None]]:
-        """No more admitting or taking; what was not admitted goes back to RabbitMQ.
-        Returns the events running now: the caller gives them the grace period (one that
-        is cancelled gives its conversation back to the queue, head first)."""
+    async def stop_taking(self, *, give_back: bool = True) -> set[asyncio.Task[None]]:
+        """No more admitting or taking; what was not admitted goes back to RabbitMQ (now
+        with ``give_back``, else when the caller closes the connection: a single active
+        consumer's deliveries must go back all at once, in order). Returns the events
+        running now: the caller gives them the grace period (one that is cancelled gives
+        its conversation back to the queue, head first)."""
         self._stopping = True
         for loop in self._loops:
             loop.cancel()
         await asyncio.gather(*self._loops, return_exceptions=True)
         waiting = [o for o in _drain(self._inbox) if isinstance(o, Offered)]
-        for offered in [*self._ledger.give_back(), *waiting]:
+        held_back = self._ledger.give_back()
+        if not give_back:
+            return set(self._runs)
+        for offered in [*held_back, *waiting]:
             with contextlib.suppress(Exception):
                 await offered.message.nack(requeue=True)
         return set(self._runs)
@@ -182,6 +187,10 @@ class FairDispatcher:
             batch = released + self._within_bounds(
                 [o for o in arrived if isinstance(o, Offered)], released
             )
+            # One whose channel closed is the broker's again: redelivered (to the partition's
+            # next active consumer, maybe), admitted from there, in order; admitted from
+            # here too, it could land ahead of that partition's earlier deliveries.
+            batch = [o for o in batch if not channel_closed(o.message)]
             if not batch:
                 continue
             try:

@@ -124,7 +124,7 @@ class UnansweredDeliveries:
         """The uids to audit, by conversation, in admission order: not being completed
         here, still on a live channel (one whose channel closed is the broker's again:
         it is redelivered, and forgotten here)."""
-        for uid in [u for u, e in self._entries.items() if _channel_closed(e.offered.message)]:
+        for uid in [u for u, e in self._entries.items() if channel_closed(e.offered.message)]:
             self._drop(uid)
         waiting: dict[ConversationKey, list[str]] = {}
         for uid, entry in self._entries.items():
@@ -169,6 +169,6 @@ class UnansweredDeliveries:
         return entry
 
 
-def _channel_closed(message: AbstractIncomingMessage) -> bool:
+def channel_closed(message: AbstractIncomingMessage) -> bool:
     channel = getattr(message, "channel", None)
     return bool(getattr(channel, "is_closed", False))

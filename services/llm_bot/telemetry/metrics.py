@@ -258,6 +258,14 @@ class Metrics:
             "admitted again from the delivery RabbitMQ still held.",
             registry=registry,
         )
+        self.ingress_queues = Gauge(
+            "llmbot_ingress_queues",
+            "Ingress queues this replica consumes, by role: partition (single active "
+            "consumer: publish order), unordered (a queue of a version before partitions, "
+            "without it), draining (of another layout, unbound: consumed until deleted).",
+            ["role"],
+            registry=registry,
+        )
         self.budgets = BudgetMetrics(registry=registry)
         self.build_info = Gauge(
             "llmbot_build_info",
