@@ -111,3 +111,60 @@ async def test_kill_9_of_the_connected_node_mid_stream_loses_nothing(
     for key in conversations:
         ids = [str(event["id"]) for event in events[key]]
         assert await assert_memory_turns_exactly_once(settings, key, ids) == ids
+
+
+async def test_kill_9_of_a_node_while_partitions_are_in_use_keeps_order_and_loses_nothing(
+    service_urls: ServiceUrls,
+    rabbit_cluster: RabbitClusterNodes,
+    fake_model: FakeModelServer,
+    tmp_path: Path,
+) -> None:
+    """Three ingress partitions (quorum queues, leaders spread over the nodes) behind the
+    consistent-hash exchange, two replicas; 20 conversations x 10 messages, each
+    conversation's back to back; after 50 answers the node the first replica is connected
+    to is killed -9: every event answered with one candidate id, every conversation
+    remembered in publish order, nothing dead-lettered."""
+    fake_model.set_latency(0.02)
+    urls = ServiceUrls(rabbit_cluster.url, service_urls.redis_url)
+    settings = settings_for_test(
+        urls, fake_model.base_url, prefetch=8, lease_seconds=2, ingress_partitions=3
+    )
+    connection_name = f"llm-bot {settings.ingress_queue}"
+    conversations = [ConversationKey("trmqp", new_id("u"), new_id("c")) for _ in range(20)]
+    events = {
+        key: [conversation_event(key, f"turn {n}") for n in range(10)] for key in conversations
+    }
+    every_id = [str(event["id"]) for batch in events.values() for event in batch]
+    first = ConsumerProcess(settings, log_path=tmp_path / "first.log")
+    second = ConsumerProcess(settings, log_path=tmp_path / "second.log")
+    try:
+        await first.start()
+        await first.wait_ready(within=90)  # first: the partitions' active consumer
+        await second.start()
+        await second.wait_ready(within=90)
+        serving = await asyncio.to_thread(rabbit_cluster.node_of_connection, connection_name)
+        other = next(node for node in rabbit_cluster.nodes if node is not serving)
+        integrator_settings = settings.model_copy(update={"amqp_url": SecretStr(other.url)})
+        async with integrator(integrator_settings) as client:
+            for key in conversations:
+                for event in events[key]:
+                    await client.publish(event)
+            received: list[Received] = []
+            async with asyncio.timeout(90):
+                while len(received) < 50:
+                    received.append(await client.candidates.get())
+            await asyncio.to_thread(rabbit_cluster.kill, serving)
+            try:
+                seen = {candidate.body["event_id"] for candidate in received}
+                rest = [event_id for event_id in every_id if event_id not in seen]
+                received += await collect_candidates(client, rest, within=120, settle=2.0)
+                assert client.errors.empty()
+                assert await dlq_depth(client) == 0
+            finally:
+                await asyncio.to_thread(rabbit_cluster.restart, serving)
+    finally:
+        await asyncio.gather(first.stop(), second.stop())
+    assert_one_candidate_id_per_event(received, every_id)
+    for key in conversations:
+        ids = [str(event["id"]) for event in events[key]]
+        assert await assert_memory_turns_exactly_once(settings, key, ids) == ids

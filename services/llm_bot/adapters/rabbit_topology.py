@@ -196,8 +196,10 @@ async def _declare_partitions(
         queue, ordered = await _declare_single(channel, topology)
         await queue.bind(exchange, routing_key=topology.ingress_routing_key)
         return (queue,), (() if ordered or not topology.single_active else (queue.name,))
+    # Leaders spread over the nodes (the default puts each on the declaring client's node).
+    arguments = {**topology.ingress_arguments(), "x-queue-leader-locator": "balanced"}
     queues = [
-        await channel.declare_queue(name, durable=True, arguments=topology.ingress_arguments())
+        await channel.declare_queue(name, durable=True, arguments=arguments)
         for name in topology.partition_queues()
     ]
     hashing = await channel.declare_exchange(
@@ -231,7 +233,7 @@ async def _declare_single(
             raise
     else:
         return queue, topology.single_active
-    # The refusal closed the channel; a robust channel reopens by itself and waits here.
+    await channel.reopen()  # the refusal closed it (a robust channel restores the rest)
     return await channel.declare_queue(topology.ingress_queue, passive=True), False
 
 
