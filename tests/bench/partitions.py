@@ -58,6 +58,7 @@ async def one_layout(
         ingress_partitions=partitions,
     )
     urls = [node.url for node in cluster.nodes]
+    messages -= messages % len(urls)  # an equal share per publisher
     admin = await aio_pika.connect(urls[0])
     try:
         await declare_topology(await admin.channel(), topology)
@@ -96,7 +97,7 @@ async def one_layout(
             await channel.queue_delete(name)
         if topology.partitioned:
             await channel.exchange_delete(topology.partition_exchange)
-        return (share * len(publishers)) / elapsed
+        return messages / elapsed
     finally:
         await admin.close()
 

@@ -209,7 +209,10 @@ class EventConsumer:
         )
         self._metrics.ingress_queues.labels("unordered").set(len(declared.unordered))
         if self._topology.single_active:  # the service's ingress, not the memory worker's
-            await self._drain_old_layout()
+            try:
+                await self._drain_old_layout()
+            except Exception:  # looked for again by the loop
+                log.warning("ingress.old_layout_look_failed", exc_info=True)
             self._old_layout = asyncio.create_task(self._old_layout_loop(), name="old-layout")
         if not self._gc_held:  # start-up is over: the collector tuned for consuming
             CONSUMING_TUNING.hold()
