@@ -19,8 +19,9 @@ leaders placed ``balanced`` over the nodes). Then, at once:
   (prefetch 256 per partition) and acking each delivery, as the service's admission does
   before it hands the event on.
 
-Figure: messages/s = messages / (first publish → last ack), and each layout's ratio to the
-single queue of the same round. Layouts alternate within a round; ``--rounds`` repeats.
+Figures: messages/s = messages / (first publish → last ack), and each layout's ratio to the
+single queue of the same round; the three nodes' CPU (user + system of their Erlang VMs,
+from ``/proc``) per message, steadier than the rate on a shared machine. Layouts alternate within a round; ``--rounds`` repeats.
 The nodes share this machine's cores, so the figure is what one machine's three nodes do,
 not three servers'.
 """
@@ -29,10 +30,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import time
 import uuid
 from dataclasses import replace
+from pathlib import Path
 
 import aio_pika
 from aio_pika.abc import AbstractIncomingMessage
@@ -44,10 +47,22 @@ CONVERSATIONS = 5000
 BODY = b"x" * 600
 
 
+def nodes_cpu_seconds(cluster: RabbitClusterNodes) -> float:
+    """User + system CPU of the nodes' Erlang VMs so far."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for node in cluster.nodes:
+        pid = (node.directory / "node.pid").read_text().strip()
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
 async def one_layout(
     cluster: RabbitClusterNodes, partitions: int, messages: int, window: int
-) -> float:
-    """Messages/s through ``partitions`` ingress queues (1: the single queue)."""
+) -> tuple[float, float]:
+    """Messages/s through ``partitions`` ingress queues (1: the single queue), and the
+    nodes' CPU milliseconds per message."""
     suffix = uuid.uuid4().hex[:8]
     topology = replace(
         Topology(),
@@ -81,7 +96,7 @@ async def one_layout(
                 await queue.consume(on_message)
         publishers = [await aio_pika.connect(url) for url in urls]
         share = messages // len(publishers)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), nodes_cpu_seconds(cluster)
         await asyncio.gather(
             *(
                 _publish(connection, topology, range(n * share, (n + 1) * share), window)
@@ -90,6 +105,7 @@ async def one_layout(
         )
         await asyncio.wait_for(done.wait(), 600)
         elapsed = time.perf_counter() - started
+        cpu = nodes_cpu_seconds(cluster) - cpu
         for connection in [*publishers, *consumers]:
             await connection.close()
         channel = await admin.channel()
@@ -97,7 +113,7 @@ async def one_layout(
             await channel.queue_delete(name)
         if topology.partitioned:
             await channel.exchange_delete(topology.partition_exchange)
-        return messages / elapsed
+        return messages / elapsed, 1000 * cpu / messages
     finally:
         await admin.close()
 
@@ -128,13 +144,18 @@ async def _publish(
 async def main(args: argparse.Namespace) -> None:
     layouts = [1, *args.partitions]
     rates: dict[int, list[float]] = {layout: [] for layout in layouts}
+    costs: dict[int, list[float]] = {layout: [] for layout in layouts}
     with rabbit_cluster() as cluster:
         print(f"3-node cluster on ports {[node.port for node in cluster.nodes]}")
         for round_number in range(args.rounds):
             for layout in layouts:
-                rate = await one_layout(cluster, layout, args.messages, args.window)
+                rate, cost = await one_layout(cluster, layout, args.messages, args.window)
                 rates[layout].append(rate)
-                print(f"round {round_number + 1}: {layout:2d} partition(s): {rate:8.0f} msg/s")
+                costs[layout].append(cost)
+                print(
+                    f"round {round_number + 1}: {layout:2d} partition(s): {rate:8.0f} msg/s, "
+                    f"nodes' CPU {cost:.2f} ms/message"
+                )
     base = statistics.median(rates[1])
     print(
         f"\n== ingress: {args.messages} messages, 3 publishers, 3 consumers, {args.rounds} rounds"
@@ -143,7 +164,8 @@ async def main(args: argparse.Namespace) -> None:
         median = statistics.median(rates[layout])
         print(
             f"{layout:2d} partition(s): median {median:8.0f} msg/s "
-            f"(x{median / base:.2f} the single queue)"
+            f"(x{median / base:.2f} the single queue), nodes' CPU "
+            f"{statistics.median(costs[layout]):.2f} ms/message"
         )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import aio_pika
 import pytest
+from aio_pika.abc import AbstractIncomingMessage, AbstractQueue
 
 from llm_bot.adapters.rabbit_dlq import RabbitDlq, ReplayFailed
 from llm_bot.adapters.rabbit_topology import Topology, declare_topology
@@ -25,6 +26,18 @@ pytestmark = pytest.mark.integration
 
 SECRET = "my card number is 4111-1111"
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+async def _take(queue: AbstractQueue, count: int, *, no_ack: bool) -> list[AbstractIncomingMessage]:
+    """The next ``count`` messages of ``queue``, by a consumer (the ingress queue has a
+    single active consumer: RabbitMQ refuses ``basic.get`` on it)."""
+    taken: list[AbstractIncomingMessage] = []
+    async with asyncio.timeout(5), queue.iterator(no_ack=no_ack) as messages:
+        async for message in messages:
+            taken.append(message)
+            if len(taken) == count:
+                break
+    return taken
 
 
 def _dlq(client: Integrator) -> RabbitDlq:
@@ -97,7 +110,7 @@ async def test_broker_dead_letter_gets_a_broker_code_and_replays_without_x_death
     async with integrator(settings) as client:
         topology = await declare_topology(client.channel, Topology.from_settings(settings.broker))
         await client.publish(event)
-        delivered = await topology.ingress.get(no_ack=False, timeout=5)
+        [delivered] = await _take(topology.ingress, 1, no_ack=False)
         await delivered.reject(requeue=False)
         await _wait_depth(client, 1)
         [letter] = await _dlq(client).list_dead_letters(5)
@@ -108,7 +121,7 @@ async def test_broker_dead_letter_gets_a_broker_code_and_replays_without_x_death
         assert (letter.attempts, letter.event_id) == (None, event["id"])
         result = await _dlq(client).replay(code="broker:rejected")
         assert (result.replayed, result.skipped, result.left) == (1, 0, 0)
-        replayed = await topology.ingress.get(no_ack=True, timeout=5)
+        [replayed] = await _take(topology.ingress, 1, no_ack=True)
         assert replayed.body == encode(event)
         headers = replayed.headers or {}
         assert not [name for name in headers if "death" in name]
@@ -167,8 +180,7 @@ async def test_replay_honours_limit_and_strips_error_headers(
         assert remaining.code == "model_error"
 
         ingress = await client.channel.declare_queue(settings.ingress_queue, passive=True)
-        first = await ingress.get(no_ack=True, timeout=5)
-        second = await ingress.get(no_ack=True, timeout=5)
+        first, second = await _take(ingress, 2, no_ack=True)
         assert (first.body, second.body) == (broken, encode(bad))
         assert second.message_id == bad["id"]
         assert second.content_type == "application/json"

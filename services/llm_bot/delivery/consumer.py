@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import math
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import assert_never
 
@@ -120,6 +122,7 @@ class EventConsumer:
         self._draining: set[str] = set()
         self._old_layout: asyncio.Task[None] | None = None
         self._stopping = False
+        self._replica = uuid.uuid4().hex
         self._publisher: RabbitPublisher | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._gc_held = False
@@ -201,7 +204,11 @@ class EventConsumer:
             )
             self._dispatcher.start()
         for queue in declared.partitions:
-            tag = await queue.consume(self._on_message, no_ack=False)
+            tag = await queue.consume(
+                self._on_message,
+                no_ack=False,
+                arguments={"x-priority": partition_priority(self._replica, queue.name)},
+            )
             self._consuming[queue.name] = (queue, tag)
         self._consumer_tag = self._consuming[self._queue.name][1]
         self._metrics.ingress_queues.labels("partition").set(
@@ -520,6 +527,17 @@ class EventConsumer:
         if self._publisher is None:
             raise RuntimeError("consumer not started")
         return self._publisher
+
+
+def partition_priority(replica: str, queue: str) -> int:
+    """This replica's consumer priority on a partition: rendezvous hashing, so each
+    partition prefers one replica and the partitions spread evenly over the replicas
+    whatever their number. RabbitMQ 4.x makes the highest-priority consumer of a single
+    active consumer queue the active one (the current one fades: it gets nothing more and
+    hands over once what it holds is acked, so order holds); 3.x ignores it (the first
+    consumer is active)."""
+    digest = hashlib.sha256(f"{replica}/{queue}".encode()).digest()
+    return int.from_bytes(digest[:2], "big") % 1000
 
 
 def _text_properties(message: AbstractIncomingMessage) -> dict[str, object]:
