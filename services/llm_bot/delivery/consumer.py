@@ -40,6 +40,7 @@ from aio_pika.abc import (
     AbstractRobustChannel,
     AbstractRobustConnection,
 )
+from aiormq.abc import FieldTable
 from aiormq.exceptions import ChannelPreconditionFailed
 from opentelemetry.trace import SpanKind, Tracer
 
@@ -204,11 +205,11 @@ class EventConsumer:
             )
             self._dispatcher.start()
         for queue in declared.partitions:
-            tag = await queue.consume(
-                self._on_message,
-                no_ack=False,
-                arguments={"x-priority": partition_priority(self._replica, queue.name)},
-            )
+            # The memory worker's consumers are equals (no single active one): no priority.
+            arguments: FieldTable = {}
+            if self._topology.single_active:
+                arguments["x-priority"] = partition_priority(self._replica, queue.name)
+            tag = await queue.consume(self._on_message, no_ack=False, arguments=arguments)
             self._consuming[queue.name] = (queue, tag)
         self._consumer_tag = self._consuming[self._queue.name][1]
         self._metrics.ingress_queues.labels("partition").set(
