@@ -140,9 +140,10 @@ async def test_kill_9_of_a_node_while_partitions_are_in_use_keeps_order_and_lose
     try:
         await first.start()
         await first.wait_ready(within=90)  # first: the partitions' active consumer
+        # its node, asked while it is the only connection of that name
+        serving = await asyncio.to_thread(rabbit_cluster.node_of_connection, connection_name)
         await second.start()
         await second.wait_ready(within=90)
-        serving = await asyncio.to_thread(rabbit_cluster.node_of_connection, connection_name)
         other = next(node for node in rabbit_cluster.nodes if node is not serving)
         integrator_settings = settings.model_copy(update={"amqp_url": SecretStr(other.url)})
         async with integrator(integrator_settings) as client:
