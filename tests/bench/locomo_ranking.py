@@ -38,9 +38,10 @@ from llm_bot.memory.context import EPISODES_SHARE
 from llm_bot.memory.hybrid_search import IndexSnapshot, Vector, search
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.query_parts import message_query, question_parts
-from llm_bot.memory.recall_budget import packed
+from llm_bot.memory.recall_budget import RecalledCost, packed
 from llm_bot.memory.recall_items import IndexEntry, SearchHit, conversation_entries
 from llm_bot.memory.tokens import TiktokenCounter
+from llm_bot.ports import Embedder
 from llm_bot.service.indexer import embed_entries
 from tests.bench.locomo_scoring import CATEGORIES, Conversation, conversations
 from tests.bench.plots import plot_recall
@@ -89,6 +90,15 @@ def session_entries(conversation: Conversation) -> list[IndexEntry]:
     return entries
 
 
+def section_tokens(hits: Sequence[SearchHit]) -> int:
+    """Tokens the recalled section spends on ``hits`` (their lines and dates' groups)."""
+    cost, spent = RecalledCost(COUNTER.count), 0
+    for hit in hits:
+        spent += cost.of(hit)
+        cost.add(hit)
+    return spent
+
+
 def shown(hits: Sequence[SearchHit], budget: int) -> list[SearchHit]:
     """The hits whose lines the prompt at ``budget`` shows: packed best first into what
     the fixed parts leave, each that fits (as context assembly puts back what fits)."""
@@ -100,20 +110,27 @@ class Tally:
 
     def __init__(self, budgets: Sequence[int]) -> None:
         self.packed: dict[int, dict[int, list[float]]] = {b: defaultdict(list) for b in budgets}
+        self.tokens: dict[int, list[int]] = {b: [] for b in budgets}
+        """By budget: the tokens of each prompt's recalled section."""
         self.dense: dict[int, list[float]] = defaultdict(list)
 
     def report(self, label: str) -> None:
         depths = " / ".join(f"{statistics.fmean(self.dense[d]):.3f}" for d in DEPTHS)
         print(f"\n{label}: dense ranking r@{'/'.join(map(str, DEPTHS))} = {depths}")
-        print("| budget | overall | " + " | ".join(f"cat {c}" for c in CATEGORIES) + " |")
-        print("|---" * (2 + len(CATEGORIES)) + "|")
+        print(
+            "| budget | overall | "
+            + " | ".join(f"cat {c}" for c in CATEGORIES)
+            + " | recalled tokens (mean) |"
+        )
+        print("|---" * (3 + len(CATEGORIES)) + "|")
         for budget, by_category in self.packed.items():
             values = [v for vs in by_category.values() for v in vs]
             cats = " | ".join(
                 f"{statistics.fmean(by_category[c]):.3f}" if by_category.get(c) else "-"
                 for c in CATEGORIES
             )
-            print(f"| {budget} | **{statistics.fmean(values):.3f}** | {cats} |")
+            tokens = statistics.fmean(self.tokens[budget]) if self.tokens[budget] else 0.0
+            print(f"| {budget} | **{statistics.fmean(values):.3f}** | {cats} | {tokens:.0f} |")
 
 
 def score(
@@ -143,12 +160,18 @@ def score(
             query = untimed(query)
         hits = search(snapshot, query)
         for budget, by_category in tally.packed.items():
-            ids = {hit.entry.source_id for hit in shown(hits, budget)}
+            lines = shown(hits, budget)
+            ids = {hit.entry.source_id for hit in lines}
             by_category[question.category].append(len(evidence & ids) / len(evidence))
+            tally.tokens[budget].append(section_tokens(lines))
 
 
 async def main(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:
-    embedder = local_embedder(args.embedding_model)
+    embedder: Embedder = local_embedder(args.embedding_model)
+    if args.cache is not None:  # a second run (another tree's code: an A/B) embeds nothing
+        from tests.bench.longmemeval_ranking import CachedEmbedder  # noqa: PLC0415  # it imports this
+
+        embedder = CachedEmbedder(embedder, args.cache)
     with_sentences, own_only = Tally(args.budgets), Tally(args.budgets)
     untimed_tally = Tally(args.budgets)
     for conversation in conversations(data):
@@ -189,6 +212,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--data", required=True, help="LoCoMo JSON (locomo10.json or dev.json)")
     parser.add_argument("--plot", type=Path, metavar="PATH", help="write a PNG of the recall")
     parser.add_argument("--budgets", type=int, nargs="+", default=[1000, 2000, 4000])
+    parser.add_argument(
+        "--cache", type=Path, help="embedding cache file (kept between runs; default: none)"
+    )
     parser.add_argument(
         "--embedding-model",
         help="LLM_BOT_EMBEDDING_MODEL (default: the service's; the data is English, so "

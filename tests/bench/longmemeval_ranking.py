@@ -38,7 +38,7 @@ from llm_bot.memory.query_parts import message_query, question_parts
 from llm_bot.memory.recall_items import IndexEntry, SearchHit, conversation_entries, text_digest
 from llm_bot.ports import Embedder, EmbeddingPurpose, Matrix
 from llm_bot.service.indexer import embed_entries
-from tests.bench.locomo_ranking import MIN_SCORE, shown
+from tests.bench.locomo_ranking import MIN_SCORE, section_tokens, shown
 from tests.bench.locomo_scoring import normalised
 from tests.bench.longmemeval_scoring import TYPES, Question, questions, recall_of
 from tests.bench.plots import plot_recall
@@ -105,22 +105,27 @@ class Tally:
 
     def __init__(self, budgets: Sequence[int]) -> None:
         self.packed: dict[int, dict[str, list[float]]] = {b: defaultdict(list) for b in budgets}
+        self.tokens: dict[int, list[int]] = {b: [] for b in budgets}
+        """By budget: the tokens of each prompt's recalled section."""
 
     def add(self, question: Question, hits: Sequence[SearchHit]) -> None:
         for budget, by_type in self.packed.items():
-            text = "\n".join(hit.entry.text for hit in shown(hits, budget))
+            lines = shown(hits, budget)
+            text = "\n".join(hit.entry.text for hit in lines)
             by_type[question.type].append(recall_of(question, normalised(text)))
+            self.tokens[budget].append(section_tokens(lines))
 
     def report(self, label: str) -> None:
         print(f"\n{label}")
-        print("| budget | overall | " + " | ".join(TYPES) + " |")
-        print("|---" * (2 + len(TYPES)) + "|")
+        print("| budget | overall | " + " | ".join(TYPES) + " | recalled tokens (mean) |")
+        print("|---" * (3 + len(TYPES)) + "|")
         for budget, by_type in self.packed.items():
             values = [v for vs in by_type.values() for v in vs]
             cells = " | ".join(
                 f"{statistics.fmean(by_type[t]):.3f}" if by_type.get(t) else "-" for t in TYPES
             )
-            print(f"| {budget} | **{statistics.fmean(values):.3f}** | {cells} |")
+            tokens = statistics.fmean(self.tokens[budget]) if self.tokens[budget] else 0.0
+            print(f"| {budget} | **{statistics.fmean(values):.3f}** | {cells} | {tokens:.0f} |")
 
 
 def ranked_hits(

@@ -373,6 +373,10 @@ async def test_the_words_the_best_entries_share_find_an_entry_without_the_querys
         hits = await idx.index.search(idx.tenant, idx.user, asked, model=MODEL)
         assert [h.entry.id for h in hits] == ["m|c1|e40", "m|c1|e41", "m|c1|e42"]
         assert ranked(hits) == ranked(search(reference, asked))
+        # found by feedback's words alone, and recalled: its feedback score says why
+        assert (hits[2].keyword, hits[2].dense) == (0.0, 0.0)
+        assert hits[2].feedback > 0
+        assert hits[2].feedback == pytest.approx(search(reference, asked)[2].feedback, rel=1e-4)
 
 
 CAMPING = entry(
@@ -496,3 +500,40 @@ async def put_with_reference(idx: Index, corpus: Sequence[IndexEntry]) -> IndexS
 def ranked(hits: Sequence[SearchHit]) -> list[tuple[str, float, float]]:
     """Each hit's entry, fused score and cosine, rounded as two indexes agree on them."""
     return [(h.entry.id, round(h.score, 4), round(h.dense, 3)) for h in hits]
+
+
+async def test_an_entry_only_a_position_reached_is_recalled_by_no_index(idx: Index) -> None:
+    """An entry that only a question's nearest few or a named period placed in a ranking
+    (no keyword match, a cosine under the minimum) is recalled by no index; one a
+    question's own scores found (its words, or a cosine over its own minimum) is, and every
+    index recalls what ``hybrid_search.search`` recalls."""
+    train = replace(
+        entry("m|c9|t1", "The train was late again this morning", conversation="c9"),
+        date="2023-05-25T10:00:00+07:00",
+    )
+    reference = await put_with_reference(idx, [*DATED, train])
+    asked = datetime.fromisoformat("2023-05-30T20:00:00+07:00")
+    text = "What did we cook last week?"
+    # the period ranks the train first (cosine 0.5: no ties), under the minimum
+    near_train = hashed_vector("the morning")
+    timed = query(text, vector=near_train, min_score=0.6, periods=periods(text, asked))
+    assert timed.periods
+    expected = search(reference, timed)
+    found = await idx.index.search(idx.tenant, idx.user, timed, model=MODEL)
+    assert [h.entry.id for h in found] == [h.entry.id for h in expected]
+    assert [h.score for h in found] == pytest.approx([h.score for h in expected])
+    assert train.id not in {h.entry.id for h in found}
+    assert all(h.keyword > 0 or h.dense > 0 or h.feedback > 0 for h in found)
+    # a question's nearest few under its minimum: placed, not recalled
+    nearest = query("the train this morning", terms=(), min_score=0.999, nearest=1)
+    compound = replace(query("what did we cook?", min_score=0.999), parts=(nearest,))
+    expected = search(reference, compound)
+    found = await idx.index.search(idx.tenant, idx.user, compound, model=MODEL)
+    assert ranked(found) == ranked(expected)
+    assert train.id not in {h.entry.id for h in found}
+    # the same question with a minimum its cosine reaches: found by it, recalled
+    reaching = replace(compound, parts=(replace(nearest, min_score=0.2),))
+    expected = search(reference, reaching)
+    found = await idx.index.search(idx.tenant, idx.user, reaching, model=MODEL)
+    assert ranked(found) == ranked(expected)
+    assert train.id in {h.entry.id for h in found}

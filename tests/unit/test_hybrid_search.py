@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import date
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from llm_bot.memory.hybrid_search import (
     FEEDBACK_TERMS,
     IndexSnapshot,
     SearchQuery,
+    Vector,
     bm25_scores,
     feedback_asked,
     feedback_terms,
@@ -25,6 +27,7 @@ from llm_bot.memory.hybrid_search import (
 from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.recall_budget import within_tokens
 from llm_bot.memory.recall_items import IndexEntry
+from llm_bot.memory.time_expressions import Period
 from llm_bot.memory.tokens import TiktokenCounter
 from tests.support.embeddings import hashed_vector
 from tests.support.index_entries import entry
@@ -601,3 +604,118 @@ def test_feedback_does_not_add_the_speakers_names() -> None:
         SearchQuery(vector=None, terms=["puppi"]), ["Caroline", "user", "Caroline"]
     )
     assert asked == {"puppi", *keyword_terms("Caroline"), *keyword_terms("user")}
+
+
+def test_an_entry_only_a_period_ranks_is_not_recalled() -> None:
+    """A named period ranks every entry dated within it by cosine, whatever the minimum;
+    one with no keyword match and a cosine under it (nothing found it relevant) is placed
+    in the fusion but not recalled, one the keywords match is."""
+    index = IndexSnapshot()
+    dated = [
+        ("cook", "We cooked a curry for dinner", "2023-05-24"),
+        ("train", "The train was late again", "2023-05-25"),
+        ("april", "We cooked pasta for dinner", "2023-04-02"),
+    ]
+    index.upsert(
+        (replace(entry(key, text), date=f"{day}T10:00:00+00:00"), hashed_vector(text))
+        for key, text, day in dated
+    )
+    last_week = Period(date(2023, 5, 22), date(2023, 5, 28))
+    asked = SearchQuery(vector=unit_vector(0), terms=["dinner"], periods=(last_week,))
+    assert float(index.dense_scores(asked.vector)[1]) < asked.min_score  # type: ignore[arg-type]
+    hits = search(index, asked)
+    assert [h.entry.id for h in hits] == ["cook", "april"]
+    assert all(h.keyword > 0 for h in hits)
+
+
+def test_an_entry_only_relevance_feedback_finds_is_recalled_with_its_score() -> None:
+    """The words the best entries share find an entry without the query's words and under
+    the dense minimum: it is recalled, its feedback score saying why."""
+    index = snapshot(
+        "Our new puppy is called Biscuit",
+        "Biscuit the puppy chewed every shoe in the flat",
+        "The vet says Biscuit needs his shots next week",
+        "The train was late again this morning",
+    )
+    hits = search(index, query("How is the new puppy?", min_score=0.9))
+    by_id = {h.entry.id: h for h in hits}
+    assert set(by_id) == {"e0", "e1", "e2"}
+    assert (by_id["e2"].keyword, by_id["e2"].dense) == (0, 0)
+    assert by_id["e2"].feedback > 0
+
+
+def unit_vector(axis: int, size: int = 64) -> Vector:
+    vector = np.zeros(size, dtype=np.float32)
+    vector[axis] = 1.0
+    return vector
+
+
+TOPIC_WORDS = ["sister", "dinner", "curry", "train", "family", "violin", "puppy", "shots"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    texts=st.lists(
+        st.lists(st.sampled_from(TOPIC_WORDS), min_size=1, max_size=4).map(" ".join),
+        min_size=1,
+        max_size=12,
+    ),
+    vectors=st.lists(st.integers(0, 5), min_size=12, max_size=12),
+    asked=st.lists(st.sampled_from(TOPIC_WORDS), max_size=2),
+    part_words=st.lists(st.sampled_from(TOPIC_WORDS), max_size=2),
+    axis=st.integers(0, 5),
+    part_axis=st.integers(0, 5),
+    min_score=st.floats(0.3, 0.99),
+    with_period=st.booleans(),
+)
+def test_a_hit_is_always_what_a_score_found_relevant(
+    *,
+    texts: list[str],
+    vectors: list[int],
+    asked: list[str],
+    part_words: list[str],
+    axis: int,
+    part_axis: int,
+    min_score: float,
+    with_period: bool,
+) -> None:
+    """Whatever the rankings (the message's, a question's nearest few, a named period's,
+    relevance feedback's), every hit has a keyword match, a cosine at or above the
+    minimum, or a feedback word: an entry with none of these is never recalled, and every
+    entry with a keyword match or a cosine over the minimum is (the limit not reached, no
+    repeats in the corpus: distinct texts, distinct vectors)."""
+    index = IndexSnapshot()
+    corpus = [  # each its own axis besides a shared one: no two are near-duplicates
+        (
+            replace(entry(f"e{n}", text), date=f"2023-05-{10 + n}T10:00:00+00:00"),
+            (unit_vector(axis_of, 18) * 0.6 + unit_vector(6 + n, 18) * 0.8).astype(np.float32),
+        )
+        for n, (text, axis_of) in enumerate(zip(texts, vectors, strict=False))
+    ]
+    index.upsert(corpus)
+    period = (Period(date(2023, 5, 1), date(2023, 5, 31)),) if with_period else ()
+    part = SearchQuery(
+        vector=unit_vector(part_axis, 18),
+        terms=keyword_terms(" ".join(part_words)),
+        min_score=min_score,
+        nearest=3,
+        periods=period,
+    )
+    message = SearchQuery(
+        vector=unit_vector(axis, 18),
+        terms=keyword_terms(" ".join(asked)),
+        min_score=min_score,
+        periods=period,
+        parts=(part,),
+        limit=100,
+    )
+    hits = search(index, message)
+    assert all(h.keyword > 0 or h.dense >= min_score or h.feedback > 0 for h in hits)
+    found: set[str] = set()
+    for probe in (message, part):
+        dense = index.dense_scores(probe.vector)  # type: ignore[arg-type]
+        keyword = index.keyword_scores(probe.terms)
+        rows = np.flatnonzero((dense >= min_score) | (keyword > 0)).tolist()
+        found |= {index.entries[r].id for r in rows}
+    repeats = {n for n, t in enumerate(texts) if any(t in o for m, o in enumerate(texts) if m != n)}
+    assert found - {f"e{n}" for n in repeats} <= {h.entry.id for h in hits}

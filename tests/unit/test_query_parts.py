@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import numpy as np
@@ -190,9 +191,11 @@ async def test_the_retriever_embeds_the_questions_with_the_message_and_recalls_e
     assert {r.id for r in result.records[:2]} == {"name", "budget"}
 
 
-def test_a_question_ranks_its_nearest_entries_though_under_the_dense_minimum() -> None:
-    """A question's dense ranking holds its nearest few whatever their cosine (a short
-    question scores low with its answer); the whole message's keeps the minimum."""
+def test_an_entry_no_ranking_found_relevant_is_not_recalled_on_its_position() -> None:
+    """A question's dense ranking holds its nearest few whatever their cosine, but an entry
+    with no keyword match and a cosine under the dense minimum is not recalled for its
+    place in a ranking (it would pad the prompt with what nothing found relevant); one the
+    question's keywords find is, its cosine under the minimum reported as 0."""
     index = IndexSnapshot()
     index.upsert(
         [
@@ -204,9 +207,14 @@ def test_a_question_ranks_its_nearest_entries_though_under_the_dense_minimum() -
     assert search(index, SearchQuery(vector=weak, terms=())) == []
     whole = SearchQuery(vector=unit(0, 1, 0, 0), terms=())
     part = SearchQuery(vector=weak, terms=(), nearest=PART_NEAREST)
-    hits = search(index, SearchQuery(vector=whole.vector, terms=(), parts=(part,)))
-    assert [h.entry.id for h in hits][:1] == ["answer"]
-    assert hits[0].dense == 0.0  # found by rank, not counted as a dense match
+    assert search(index, SearchQuery(vector=whole.vector, terms=(), parts=(part,))) == []
+    worded = replace(part, terms=("baht",))
+    hits = search(index, SearchQuery(vector=whole.vector, terms=(), parts=(worded,)))
+    assert [h.entry.id for h in hits] == ["answer"]
+    assert hits[0].dense == 0.0  # found by its word, not counted as a dense match
+    near = replace(part, min_score=0.25)  # the question's own minimum counts for it
+    hits = search(index, SearchQuery(vector=whole.vector, terms=(), parts=(near,)))
+    assert [h.entry.id for h in hits] == ["answer"]
 
 
 async def test_an_english_question_in_a_thai_conversation_reaches_across() -> None:

@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
@@ -69,6 +69,7 @@ from llm_bot.memory.hybrid_search import (
     feedback_asked,
     feedback_candidates,
     feedback_terms,
+    found_by,
     found_cosines,
     fuse,
     query_speakers,
@@ -85,6 +86,20 @@ _FACET_LIMIT = 4096
 """Distinct entry lengths read for the average length (a passage has ~800 terms at most)."""
 _FAILURES = (ApiException, QdrantException, httpx.HTTPError)
 Details = dict[str, tuple[IndexEntry, Vector | None]]
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """A search's points (``ids``) and, by row, their best cosine and BM25 over the
+    message and its questions, whether a dense ranking returned them, the BM25 of the
+    words relevance feedback added, and whether any of these found them relevant."""
+
+    ids: list[str]
+    dense: Vector
+    keyword: Vector
+    found: npt.NDArray[np.bool_]
+    added: Vector
+    relevant: npt.NDArray[np.bool_]
 
 
 @contextlib.contextmanager
@@ -253,6 +268,7 @@ class QdrantRecallIndex:
             rankings.insert(0, rank(dense, found, CANDIDATES_PER_RANKING))
         else:  # dense search off, or the user's vectors are another model's
             query, sized = replace(query, vector=None), None
+        relevant = found_by(dense, keyword, query)  # as hybrid_search.search decides it
         rankings += await self._time_rankings(
             tenant_id,
             user_id,
@@ -265,18 +281,18 @@ class QdrantRecallIndex:
         )
         # the message's rankings fused (with relevance feedback's), then each question's,
         # the best score of each kept
-        fused = [
-            await self._fused_with_feedback(
-                tenant_id, user_id, query, rankings, (dense, keyword),
-                ids=ids, fields=fields, sizes=sizes,
-            )
-        ]  # fmt: skip
-        part_probes: list[Vector] = []  # the questions' unit embeddings, when compared
+        message, added = await self._fused_with_feedback(
+            tenant_id, user_id, query, rankings, (dense, keyword, relevant),
+            ids=ids, fields=fields, sizes=sizes,
+        )  # fmt: skip
+        fused = [message]
+        relevant = np.pad(relevant, (0, len(added) - len(relevant))) | (added > 0)
+        part_probes: list[tuple[Vector, float]] = []  # the questions' unit embeddings
         for asked, part_keyword in zip(query.parts, by_part_keyword, strict=True):
             # dense off, or the user's vectors another model's: the parts by keywords too
             part = asked if query.vector is not None else replace(asked, vector=None)
             if part.vector is not None and (probe := unit(part.vector)).size == size:
-                part_probes.append(probe)
+                part_probes.append((probe, part.min_score))
             (
                 part_rankings,
                 part_within,
@@ -295,30 +311,72 @@ class QdrantRecallIndex:
                 keyword=part_words,
             )
             fused.append(fuse(part_rankings, (found_cosines(part_dense, part), part_words)))
+            relevant = np.pad(relevant, (0, len(part_words) - len(relevant)))
+            relevant |= part_found | (part_words > 0)
             dense, keyword, found = _best_by_row(
                 (dense, keyword, found), (part_dense, part_words, part_found)
             )
         grown = (0, len(ids) - len(dense))  # the points only feedback's words brought
         dense, keyword, found = np.pad(dense, grown), np.pad(keyword, grown), np.pad(found, grown)
+        added, relevant = np.pad(added, (0, len(ids) - len(added))), np.pad(relevant, grown)
         merged = best_of(fused, (found_cosines(dense, query), keyword))
+        probes = [*([] if sized is None else [(sized, query.min_score)]), *part_probes]
+        rows = _Rows(ids, dense, keyword, found, added, relevant)
+        return await self._hits(
+            tenant_id, user_id, query, merged, rows, probes=probes, dense_first=sized is not None
+        )
+
+    async def _hits(
+        self,
+        tenant_id: str,
+        user_id: str,
+        query: SearchQuery,
+        merged: list[tuple[int, float]],
+        rows: _Rows,
+        *,
+        probes: list[tuple[Vector, float]],
+        dense_first: bool,
+    ) -> list[SearchHit]:
+        """The hits of the fused ranking ``merged``: its head's texts and vectors fetched,
+        read on only as far as the collapse needs. ``probes``: the unit embeddings of the
+        message (first, when ``dense_first``) and its questions, each with its minimum, to
+        compare with an entry none of their dense rankings returned."""
         details: Details = {}
 
-        def candidate(row: int, score: float) -> Candidate:
-            entry, stored = details[ids[row]]
-            cosine = float(dense[row])  # the best of the message's and its questions'
+        def candidate(row: int, score: float) -> Candidate | None:
+            """The row's candidate; None when nothing found it relevant
+            (``hybrid_search.found_by``): no keyword match, no feedback word, no cosine at
+            or above the minimum of the message or of a question."""
+            entry, stored = details[rows.ids[row]]
+            cosine = float(rows.dense[row])  # the best of the message's and its questions'
+            reached = bool(rows.relevant[row])
             if stored is not None:  # below the minimum, beyond the depth, or not asked
-                probes = part_probes if found[row] or sized is None else [sized, *part_probes]
-                cosine = max([cosine, *(float(stored @ probe) for probe in probes)])
-            return Candidate(entry, score, cosine, float(keyword[row]), stored)
+                for probe, minimum in probes[1 if rows.found[row] and dense_first else 0 :]:
+                    similarity = float(stored @ probe)
+                    cosine, reached = max(cosine, similarity), reached or similarity >= minimum
+            if not reached:
+                return None
+            return Candidate(
+                entry,
+                score,
+                cosine,
+                float(rows.keyword[row]),
+                stored,
+                feedback=float(rows.added[row]),
+            )
 
         head = 0
         while True:  # the hits of a head are the head of the hits: read on only if needed
             head = min(len(merged), max(2 * query.limit, 2 * head))
-            wanted = [ids[row] for row, _ in merged[:head] if ids[row] not in details]
+            wanted = [rows.ids[row] for row, _ in merged[:head] if rows.ids[row] not in details]
             details.update(
                 await self._details(tenant_id, user_id, wanted, query.vector is not None)
             )
-            heading = (candidate(row, s) for row, s in merged[:head] if ids[row] in details)
+            heading = (
+                kept
+                for row, s in merged[:head]
+                if rows.ids[row] in details and (kept := candidate(row, s)) is not None
+            )
             hits, complete = collapse_within(heading, query)
             if complete or head == len(merged):
                 return hits
@@ -474,26 +532,30 @@ class QdrantRecallIndex:
         user_id: str,
         query: SearchQuery,
         rankings: list[list[int]],
-        scores: tuple[Vector, Vector],
+        scores: tuple[Vector, Vector, npt.NDArray[np.bool_]],
         *,
         ids: list[str],
         fields: dict[str, dict[str, Any]],
         sizes: tuple[int, float],
-    ) -> list[tuple[int, float]]:
+    ) -> tuple[list[tuple[int, float]], Vector]:
         """The message's ``rankings`` fused, and fused again with relevance feedback's
         ranking when it adds words (``_feedback``, which may grow ``ids``); ``scores``: the
-        dense and keyword scores by row, ties' tie-breakers."""
-        dense, keyword = scores
+        dense and keyword scores by row, ties' tie-breakers, and whether they found the
+        row relevant (feedback reads the first fused rows that they found, as
+        ``hybrid_search.search`` does). With it, by row of ``ids``: the BM25 of the words
+        feedback added (zeros when none)."""
+        dense, keyword, relevant = scores
         fused = fuse(rankings, (found_cosines(dense, query), keyword))
+        top = [ids[row] for row, _ in fused if relevant[row]][:FEEDBACK_ENTRIES]
         feedback = await self._feedback(
-            tenant_id, user_id, query, [ids[row] for row, _ in fused[:FEEDBACK_ENTRIES]],
-            ids=ids, fields=fields, keyword=keyword, sizes=sizes,
-        )  # fmt: skip
+            tenant_id, user_id, query, top, ids=ids, fields=fields, keyword=keyword, sizes=sizes
+        )
         if feedback is None:
-            return fused
+            return fused, np.zeros(len(ids), dtype=np.float32)
+        ranking, added = feedback
         grown = (0, len(ids) - len(dense))
         dense, keyword = np.pad(dense, grown), np.pad(keyword, grown)
-        return fuse([*rankings, feedback], (found_cosines(dense, query), keyword))
+        return fuse([*rankings, ranking], (found_cosines(dense, query), keyword)), added
 
     async def _feedback(
         self,
@@ -506,13 +568,13 @@ class QdrantRecallIndex:
         fields: dict[str, dict[str, Any]],
         keyword: Vector,
         sizes: tuple[int, float],
-    ) -> list[int] | None:
+    ) -> tuple[list[int], Vector] | None:
         """Relevance feedback's ranking, as ``hybrid_search.feedback_ranking`` makes it:
         the words the ``top`` points share (``feedback_terms``: their terms fetched when
         the keywords did not fetch them, the frequencies from every point holding one of
         the words it may choose), ranked by BM25 with the query's (``keyword``, by row of
-        ``ids``), points only those words reach appended to ``ids``; None when no word is
-        added."""
+        ``ids``), points only those words reach appended to ``ids``, and the added words'
+        BM25 by row; None when no word is added."""
         missing = [point for point in top if point not in fields]
         if missing:
             records = await self._points.scroll(
@@ -548,7 +610,7 @@ class QdrantRecallIndex:
         added = np.zeros(len(ids), dtype=np.float32)
         added[[row_of[point] for point in by_point]] = list(by_point.values())
         combined = np.pad(keyword, (0, len(ids) - len(keyword))) + FEEDBACK_WEIGHT * added
-        return rank(combined, combined > 0, CANDIDATES_PER_RANKING)
+        return rank(combined, combined > 0, CANDIDATES_PER_RANKING), added
 
     async def _keyword(
         self, tenant_id: str, user_id: str, query: SearchQuery

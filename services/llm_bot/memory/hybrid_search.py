@@ -980,6 +980,8 @@ class Candidate:
     vector_space: int | None = None
     """The dimension of the space the vector is part of (None: its own size); a vector of
     another space than the query's is never compared."""
+    feedback: float = 0.0
+    """BM25 of the words relevance feedback added (``feedback_terms``; 0: none matched)."""
 
 
 def collapse(candidates: Iterable[Candidate], query: SearchQuery) -> list[SearchHit]:
@@ -1028,6 +1030,7 @@ def collapse_within(
             score=candidate.score,
             dense=candidate.dense if candidate.dense >= query.min_score else 0.0,
             keyword=candidate.keyword,
+            feedback=candidate.feedback,
         )
         if cost is not None and query.max_tokens is not None:
             spent += cost.of(hit)
@@ -1105,6 +1108,7 @@ def search(snapshot: IndexSnapshot, query: SearchQuery) -> list[SearchHit]:
     allowed = np.ones(count, dtype=np.bool_)
     allowed[snapshot.rows_of(query.exclude)] = False
     rankings, by_time, dense, keyword = _ranked(snapshot, query, allowed)
+    relevant = found_by(dense, keyword, query)
     named = query_speakers(snapshot.speakers, query)
     if named:
         by_speaker = speaker_ranking(keyword, allowed, snapshot.spoken_by(named))
@@ -1113,16 +1117,25 @@ def search(snapshot: IndexSnapshot, query: SearchQuery) -> list[SearchHit]:
     rankings += by_time
     prefer = (found_cosines(dense, query), keyword)
     fused = [fuse(rankings, prefer)]
-    feedback = feedback_ranking(snapshot, query, fused[0], keyword, allowed)
+    added = np.zeros(count, dtype=np.float32)
+    top = [(row, score) for row, score in fused[0] if relevant[row]][:FEEDBACK_ENTRIES]
+    feedback = feedback_ranking(snapshot, query, top, keyword, allowed)
     if feedback is not None:
-        fused[0] = fuse([*rankings, feedback], prefer)
+        ranking, added = feedback
+        fused[0] = fuse([*rankings, ranking], prefer)
+        relevant |= added > 0
     for part in query.parts:  # each question of a message that asks several, on its own
         part_rankings, part_by_time, part_dense, part_keyword = _ranked(snapshot, part, allowed)
         fused.append(
             fuse(part_rankings + part_by_time, (found_cosines(part_dense, part), part_keyword))
         )
+        relevant |= found_by(part_dense, part_keyword, part)
         dense, keyword = np.maximum(dense, part_dense), np.maximum(keyword, part_keyword)
-    ranked = best_of(fused, (found_cosines(dense, query), keyword))
+    ranked = [
+        (row, score)
+        for row, score in best_of(fused, (found_cosines(dense, query), keyword))
+        if relevant[row]  # a place in a ranking alone is no reason to recall an entry
+    ]
     rows = [row for row, _ in ranked]
     own = snapshot.own_vectors(rows)
     return collapse(
@@ -1134,13 +1147,33 @@ def search(snapshot: IndexSnapshot, query: SearchQuery) -> list[SearchHit]:
                 bm25_score,
                 *vector,
                 vector_space=snapshot.dimension,
+                feedback=feedback_score,
             )
-            for (row, score), cosine, bm25_score, vector in zip(
-                ranked, dense[rows].tolist(), keyword[rows].tolist(), own, strict=True
+            for (row, score), cosine, bm25_score, feedback_score, vector in zip(
+                ranked,
+                dense[rows].tolist(),
+                keyword[rows].tolist(),
+                added[rows].tolist(),
+                own,
+                strict=True,
             )
         ),
         query,
     )
+
+
+def found_by(dense: Vector, keyword: Vector, query: SearchQuery) -> npt.NDArray[np.bool_]:
+    """By row: whether ``query``'s own scores found the entry relevant, a keyword match or
+    a cosine at or above its minimum (a message's, or one of its questions' with that
+    question's minimum). An entry that neither these nor relevance feedback's words found
+    is not recalled: the nearest few a question's dense ranking holds whatever their
+    cosine, and the entries a named period ranks by cosine, are placed in the fusion (they
+    move the others' fused scores as before) but are no hits of their own. Rank fusion
+    gives a place in a list a score whatever the list's own score was, so without this the
+    prompt was padded with items no ranking found relevant (issue 41)."""
+    if query.vector is None:
+        return keyword > 0
+    return (keyword > 0) | (dense >= query.min_score)
 
 
 def feedback_ranking(
@@ -1149,10 +1182,12 @@ def feedback_ranking(
     fused: Sequence[tuple[int, float]],
     keyword: Vector,
     allowed: npt.NDArray[np.bool_],
-) -> list[int] | None:
+) -> tuple[list[int], Vector] | None:
     """Relevance feedback's ranking: BM25 of the query's terms and, at
-    ``FEEDBACK_WEIGHT``, of the words its first fused entries share (``feedback_terms``);
-    None when they add no word."""
+    ``FEEDBACK_WEIGHT``, of the words its first fused entries share (``feedback_terms``;
+    ``fused``: those the query's scores found, ``found_by``: an entry a ranking only placed
+    would otherwise find itself by its own words), with those words' BM25 by row (0 for
+    rows not ``allowed``); None when they add no word."""
     top = [snapshot.entries[row] for row, _ in fused[:FEEDBACK_ENTRIES]]
     terms = feedback_terms(
         [entry.terms for entry in top],
@@ -1162,8 +1197,9 @@ def feedback_ranking(
     )
     if not terms:
         return None
-    scores = keyword + FEEDBACK_WEIGHT * snapshot.keyword_scores(terms)
-    return rank(scores, allowed & (scores > 0), CANDIDATES_PER_RANKING)
+    added = np.where(allowed, snapshot.keyword_scores(terms), 0).astype(np.float32)
+    scores = keyword + FEEDBACK_WEIGHT * added
+    return rank(scores, allowed & (scores > 0), CANDIDATES_PER_RANKING), added
 
 
 def found_cosines(dense: Vector, query: SearchQuery) -> Vector:

@@ -296,3 +296,7 @@ class SearchHit:
     """Cosine similarity of query and entry (0 when below the minimum or not computed)."""
     keyword: float
     """BM25 score of the entry for the query's terms (0 when none matched)."""
+    feedback: float = 0.0
+    """BM25 score of the entry for the words relevance feedback added to the query's
+    (0 when none matched). A hit has a keyword score, a cosine at or above the minimum,
+    or this: what found it relevant (``hybrid_search.found_by``)."""
