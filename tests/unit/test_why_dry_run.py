@@ -43,7 +43,9 @@ def hit(rank: int, topic: str) -> SearchHit:
         source_id=f"e{rank}",
         terms=tuple(keyword_terms(text)),
     )
-    return SearchHit(entry=entry, score=1.0 - rank / 10, dense=0.0, keyword=5.0 - rank)
+    return SearchHit(
+        entry=entry, score=1.0 - rank / 10, dense=0.0, keyword=5.0 - rank, feedback=rank / 2
+    )
 
 
 class FakeMemory:
@@ -145,6 +147,7 @@ async def test_items_cut_by_the_recall_and_the_prompt_budget_are_listed() -> Non
     assert listed == [(1, True, None), (2, False, "prompt budget"), (3, False, "recall budget")]
     assert data["dropped"]["recalled"] == 1
     assert [i["keyword_score"] for i in data["recalled"]] == [4.0, 3.0, 2.0]
+    assert [i["feedback_score"] for i in data["recalled"]] == [0.5, 1.0, 1.5]
     assert data["tokens"] <= data["budget"] == 200
     assert memory.loads == [(KEY, "inspector:why")]
     assert len(index.queries) == 1  # one search: what recall's budget cut is its tail
@@ -152,6 +155,7 @@ async def test_items_cut_by_the_recall_and_the_prompt_budget_are_listed() -> Non
     text = render_why(data)
     assert "left out (recall budget)" in text
     assert "left out (prompt budget)" in text
+    assert "keyword 4.0 dense 0.0 feedback 0.5" in text
 
 
 async def test_with_room_every_recalled_item_is_in_the_prompt() -> None:

@@ -5,7 +5,10 @@
 is only loaded (never committed), the model is never called, and the retriever is the
 inspector's own (its metrics go to the inspector's registry, not the reply path's). The
 search is read again (``Retriever.search``, the function ``retrieve`` calls) for the
-scores behind each recalled item: keyword (BM25), dense (cosine) and fused rank.
+scores behind each recalled item: keyword (BM25), dense (cosine), feedback (BM25 of the
+words relevance feedback added) and fused rank. An item is recalled only when one of the
+first three found it relevant (``hybrid_search.found_by``): its fused rank orders it, it
+never brings it in alone.
 """
 
 from __future__ import annotations
@@ -139,6 +142,7 @@ def _item(
         "fused_rank": rank,
         "keyword_score": round(hit.keyword, 4) if hit is not None else None,
         "dense_score": round(hit.dense, 4) if hit is not None else None,
+        "feedback_score": round(hit.feedback, 4) if hit is not None else None,
         "date": date,
         "kind": entry.kind if entry is not None else None,
         "conversation_id": conversation_of(entry_id),
@@ -169,7 +173,8 @@ def render_why(data: dict[str, Any]) -> str:
         where = "in prompt" if item["in_prompt"] else f"left out ({item['left_out']})"
         lines.append(
             f"  #{item['fused_rank'] or '-'} fused {item['fused_score']} keyword "
-            f"{item['keyword_score']} dense {item['dense_score']}  {where}  "
+            f"{item['keyword_score']} dense {item['dense_score']} feedback "
+            f"{item['feedback_score']}  {where}  "
             f"[{item['id']}] {item['text']}"
         )
     return "\n".join(lines)
