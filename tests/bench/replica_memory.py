@@ -40,7 +40,9 @@ import ctypes
 import multiprocessing
 import os
 import random
+import signal
 import statistics
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -51,7 +53,7 @@ import numpy as np
 import redis.asyncio as aioredis
 
 from llm_bot.adapters.redis_keys import RedisKeys
-from llm_bot.adapters.redis_recall_index import RedisRecallIndex
+from llm_bot.adapters.redis_recall_index import RedisRecallIndex, SnapshotCache
 from llm_bot.adapters.script_embedder import DIMENSION, ENGLISH
 from llm_bot.config.settings import Settings
 from llm_bot.memory.hybrid_search import SearchQuery
@@ -86,6 +88,13 @@ def peak_rss() -> int:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) * 1024
     return 0
+
+
+def held(replica: RedisRecallIndex) -> tuple[int, int]:
+    """The cache's own estimate of the bytes it holds, and the users whose copies it holds
+    (read as a tree without ``RedisRecallIndex.cache`` has them too: an A/B)."""
+    cache: SnapshotCache = replica._cache
+    return cache.nbytes, len(cache._items)
 
 
 def mb(value: float) -> str:
@@ -212,8 +221,11 @@ async def serve(args: argparse.Namespace, redis_url: str, ready: Queue[tuple[str
         + ("; malloc_trim(0) after each user" if trim else ""),
         flush=True,
     )
-    print("| users served | RSS MB | cache estimate MB | copies held | RSS - RSS before MB |")
-    print("|---:|---:|---:|---:|---:|", flush=True)
+    print(
+        "| users served | RSS MB | peak RSS MB | cache estimate MB | copies held "
+        "| RSS - RSS before MB |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|", flush=True)
     started = time.perf_counter()
     for number in range(1, args.users + 1):
         user, write_s = await asyncio.to_thread(ready.get)
@@ -233,14 +245,14 @@ async def serve(args: argparse.Namespace, redis_url: str, ready: Queue[tuple[str
         if trim is not None:
             trim(0)
         if number % args.every == 0 or number == args.users:
-            cache = replica.cache  # the bench reads the cache's own estimate
+            estimate, copies = held(replica)
             print(
-                f"| {number} | {mb(rss())} | {mb(cache.nbytes)} | {len(cache)} | "
+                f"| {number} | {mb(rss())} | {mb(peak_rss())} | {mb(estimate)} | {copies} | "
                 f"{mb(rss() - before)} |",
                 flush=True,
             )
     elapsed = time.perf_counter() - started
-    final = rss()
+    final, (estimate, _) = rss(), held(replica)
     budget = cache_mb * 2**20
     print(
         f"\n{args.users} users in {elapsed / 60:.1f} min; first search (the load) p50 "
@@ -250,17 +262,18 @@ async def serve(args: argparse.Namespace, redis_url: str, ready: Queue[tuple[str
     )
     print(
         f"RSS before the first user {mb(before)} MB, final {mb(final)} MB (peak {mb(peak_rss())} MB); "
-        f"final - before = {mb(final - before)} MB; cache estimate {mb(replica.cache.nbytes)} MB "
+        f"final - before = {mb(final - before)} MB; cache estimate {mb(estimate)} MB "
         f"of a {cache_mb} MB budget"
     )
     print(
         f"measured constant (final RSS - cache budget) = {mb(final - budget)} MB; "
-        f"RSS - cache estimate = {mb(final - replica.cache.nbytes)} MB"
+        f"RSS - cache estimate = {mb(final - estimate)} MB"
     )
     await client.aclose()
 
 
 def main(args: argparse.Namespace) -> None:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: its Redis goes too
     with tempfile.TemporaryDirectory(prefix="replica-memory-") as directory:
         redis = PrivateRedis(Path(directory))
         redis.start()

@@ -82,3 +82,28 @@ def test_a_copys_estimated_bytes_are_near_what_it_allocates() -> None:
     assert allocated / 1.5 <= copy.nbytes <= allocated * 1.5
     copy.remove([f"m|c1|{n}" for n in range(200)])
     assert copy.nbytes < allocated
+
+
+def test_a_copy_being_loaded_makes_room_as_it_grows() -> None:
+    """A copy being loaded counts against the budget before it is held: the least
+    recently used copies go to make room for it (never the loading user's own), so the
+    copies and the one loading stay within the byte budget together."""
+    one, part = snapshot(50).nbytes, snapshot(10).nbytes
+    budget = 2 * one + part
+    cache = SnapshotCache(max_entries=10**9, max_bytes=budget)
+    for user in ("a", "b"):
+        cache.get(user).snapshot = snapshot(50)
+    cache.get("c")  # c's search starts: its copy loads
+    cache.shrink(loading=snapshot(10), keep="c")
+    assert cache.peek("a") is not None  # its first pages still fit
+    growing = snapshot(50)
+    cache.shrink(loading=growing, keep="c")
+    assert cache.peek("a") is None  # the least recently used made room
+    assert cache.peek("b") is not None
+    assert cache.nbytes + growing.nbytes <= budget
+    cache.get("c").snapshot = growing
+    cache.get("b")  # b used again: c is now the oldest, but it is the one loading
+    cache.max_bytes = 1
+    cache.shrink(loading=snapshot(50), keep="c")
+    assert cache.peek("c") is not None
+    assert cache.peek("b") is None

@@ -222,13 +222,24 @@ class SnapshotCache:
     def drop(self, scope: str) -> None:
         self._items.pop(scope, None)
 
-    def shrink(self) -> None:
+    def shrink(self, loading: IndexSnapshot | None = None, keep: str | None = None) -> None:
+        """Evict the least recently used copies while over a bound (the one used last
+        always stays). ``loading``: a copy being loaded for ``keep`` (not held yet, and
+        ``keep``'s copy is not evicted for it), counted too: a load makes room as it grows,
+        so the copies and the one loading stay within the bounds together (before, a
+        replica at its budget held one more user's copy while it loaded;
+        docs/benchmarks.md, "Memory per replica")."""
         held = [c.snapshot for c in self._items.values() if c.snapshot is not None]
+        if loading is not None:
+            held.append(loading)
         total = sum(snapshot.weight for snapshot in held)
         size = sum(snapshot.nbytes for snapshot in held)
         limit = self.max_bytes if self.max_bytes is not None else size
         while (total > self.max_entries or size > limit) and len(self._items) > 1:
-            _, oldest = self._items.popitem(last=False)
+            victim = next((scope for scope in self._items if scope != keep), None)
+            if victim is None:
+                break
+            oldest = self._items.pop(victim)
             if oldest.snapshot is not None:
                 total -= oldest.snapshot.weight
                 size -= oldest.snapshot.nbytes
@@ -498,6 +509,7 @@ class RedisRecallIndex:
                 self._load_progress += 1
 
     async def _load_now(self, tenant_id: str, user_id: str, cached: _Cached) -> None:
+        scope = self._keys.user_scope(tenant_id, user_id)
         meta, seq_key, doc, vec = (
             self._key(tenant_id, user_id, part) for part in ("meta", "seq", "doc", "vec")
         )
@@ -526,6 +538,7 @@ class RedisRecallIndex:
                 if raw_doc is not None and raw_vec is not None
             )
             self._load_progress += 1
+            self._cache.shrink(loading=snapshot, keep=scope)  # room made as the copy grows
             low = f"({page[-1][1]:.0f}"
             if len(page) < LOAD_PAGE:
                 break

@@ -38,6 +38,15 @@ Cormack et al. 2009), which needs no calibration between a cosine and a BM25 sco
 fused score is scaled to [0, 1] (1 = first in every ranking). A message that asks several
 questions has each question's rankings fused apart, an entry keeping its best fused score
 over the message and its questions (``best_of``).
+A place in a fused ranking is no reason of its own to recall an entry: RRF gives a list's
+tenth entry its share whatever that list's score was. An entry is recalled only when a
+score found it relevant (``found_by``): a keyword match or a cosine at or above the
+minimum, of the message or of one of its questions (with that question's minimum), or
+the words relevance feedback added. A question's nearest few under the minimum and the
+entries a named period ranks by cosine alone still take their places in the fusion (the
+others' fused scores are as before), but are not recalled for them, and feedback reads
+the words of the first fused entries that a score found (else such an entry could find
+itself by its own words).
 Entries whose ``source_id`` is excluded (already in the window) never appear; an entry
 whose text repeats one ranked higher (same normalised text, or cosine >= ``NEAR_DUPLICATE``)
 collapses into it.
@@ -45,7 +54,8 @@ collapses into it.
 An index that ranks elsewhere (a vector engine's dense search, ``qdrant_recall_index.py``)
 reuses the pieces: :func:`bm25_scores`, :func:`query_speakers`, :func:`speaker_ranking`,
 :func:`feedback_asked`, :func:`feedback_candidates`, :func:`feedback_terms`, :func:`rank`,
-:func:`fuse`, :func:`found_cosines`, :func:`best_of` and :func:`collapse`, so every index
+:func:`fuse`, :func:`found_by`, :func:`found_cosines`, :func:`best_of` and
+:func:`collapse`, so every index
 fuses the same way.
 """
 
