@@ -41,7 +41,9 @@ PART_NEAREST = 3
 cosine: one question is answered by one or a few messages, and a short question scores
 lower with its answer than the dense minimum assumes (a Thai question of five words and the
 sentence that answers it: cosine 0.28-0.33 with USE Multilingual, the best of a hundred
-messages; the minimum, 0.45, was set for whole messages and MiniLM)."""
+messages; the minimum, 0.45, was set for whole messages and MiniLM). Placed there, such an
+entry moves the fusion but is recalled only when a score found it (a word of the question
+matches it, or its cosine reaches the minimum: ``hybrid_search.found_by``, issue 41)."""
 
 _SENTENCES = re.compile(r"(?<=[.!?\u3002\uff01\uff1f])\s+|\n+")
 _CLAUSES = re.compile(r"\s*[,;:]\s*(?:(?:and|or|but|also)\s+)?|\s+(?:and|or)\s+(?=\w+\b)", re.I)
