@@ -92,7 +92,7 @@ def peak_rss() -> int:
 
 def held(replica: RedisRecallIndex) -> tuple[int, int]:
     """The cache's own estimate of the bytes it holds, and the users whose copies it holds
-    (read as a tree without ``RedisRecallIndex.cache`` has them too: an A/B)."""
+    (read from its private fields, which the code before and after has alike: an A/B)."""
     cache: SnapshotCache = replica._cache
     return cache.nbytes, len(cache._items)
 

@@ -204,10 +204,6 @@ class SnapshotCache:
         self.max_bytes = max_bytes
         self._items: OrderedDict[str, _Cached] = OrderedDict()
 
-    def __len__(self) -> int:
-        """Users whose copies are held."""
-        return len(self._items)
-
     def peek(self, scope: str) -> _Cached | None:
         """The copy of ``scope``, if this process holds one (not counted as a use)."""
         return self._items.get(scope)
@@ -279,11 +275,6 @@ class RedisRecallIndex:
         self._upsert = client.register_script(_UPSERT)
         self._remove = client.register_script(_REMOVE)
         self._sync = client.register_script(_SYNC)
-
-    @property
-    def cache(self) -> SnapshotCache:
-        """This process's copies of the users' indexes (read by benchmarks)."""
-        return self._cache
 
     def _key(self, tenant_id: str, user_id: str, part: str) -> str:
         return self._keys.recall_index(tenant_id, user_id, part)
