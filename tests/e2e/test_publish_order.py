@@ -70,18 +70,24 @@ async def _admitter(replicas: list[ConsumerProcess]) -> ConsumerProcess:
     return replicas[held.index(max(held))]
 
 
-@pytest.mark.parametrize("partitions", [1, 4])
+@pytest.mark.parametrize(
+    "shape",  # partitions, conversations, messages: the default at full size, 4 smaller
+    [(1, CONVERSATIONS, MESSAGES), (4, 20, 10)],
+    ids=["1-partition", "4-partitions"],
+)
 async def test_three_replicas_keep_each_conversations_publish_order_through_a_kill_9(
     own_broker: PrivateRabbit,
     own_redis: PrivateRedis,
     fake_model: FakeModelServer,
     tmp_path: Path,
-    partitions: int,
+    shape: tuple[int, int, int],
 ) -> None:
-    """50 conversations x 20 messages, each conversation's back to back, over 3 replicas;
+    """50 conversations x 20 messages (one partition; 20 x 10 with four), each
+    conversation's back to back, over 3 replicas;
     the admitting replica killed -9 after a third is answered, a fourth started: every
     event answered (one candidate id each), every conversation remembered in publish
     order, its candidates numbered in that order, nothing dead-lettered or errored."""
+    partitions, conversations, messages = shape
     fake_model.set_latency(0.01)
     settings = settings_for_test(
         ServiceUrls(own_broker.url, own_redis.url),
@@ -90,9 +96,9 @@ async def test_three_replicas_keep_each_conversations_publish_order_through_a_ki
         lease_seconds=2,
         ingress_partitions=partitions,
     )
-    keys = [ConversationKey("tord", new_id("u"), new_id("c")) for _ in range(CONVERSATIONS)]
+    keys = [ConversationKey("tord", new_id("u"), new_id("c")) for _ in range(conversations)]
     events = {
-        key: [conversation_event(key, f"message {n}") for n in range(MESSAGES)] for key in keys
+        key: [conversation_event(key, f"message {n}") for n in range(messages)] for key in keys
     }
     every_id = [str(e["id"]) for batch in events.values() for e in batch]
     received: list[Received] = []
@@ -123,4 +129,4 @@ async def test_three_replicas_keep_each_conversations_publish_order_through_a_ki
     assert out_of_order == [], f"{len(out_of_order)} of {len(keys)} conversations out of order"
     turns = {r.body["event_id"]: r.body["turn"] for r in received}
     for key in keys:
-        assert [turns[str(e["id"])] for e in events[key]] == list(range(1, MESSAGES + 1))
+        assert [turns[str(e["id"])] for e in events[key]] == list(range(1, messages + 1))
