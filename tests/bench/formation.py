@@ -34,7 +34,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +48,7 @@ from llm_bot.adapters.script_embedder import local_embedder
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.recall_items import IndexEntry, conversation_entries
 from llm_bot.service.indexer import EMBED_BATCH, embed_entries
+from tests.bench.longmemeval_ranking import session_messages
 from tests.bench.longmemeval_scoring import Question, questions
 from tests.support.processes import free_port
 
@@ -56,22 +56,12 @@ TENANT = "formation"
 
 
 def sessions_of(question: Question) -> list[tuple[str, list[ChatMessage]]]:
-    """Each session as a conversation's messages, as ``longmemeval_ranking`` builds them."""
+    """Each session as a conversation's messages, as ``longmemeval_ranking`` builds them
+    (blank turns left out)."""
     return [
         (
             f"{question.id}-{session.id}",
-            [
-                ChatMessage(
-                    id=f"{session.id}-{n}",
-                    role="user" if turn.role == "user" else "assistant",
-                    content=turn.content,
-                    created_at=(session.created_at + timedelta(seconds=n)).isoformat(),
-                    turn=n // 2 + 1,
-                    seq=n % 2,
-                )
-                for n, turn in enumerate(session.turns)
-                if turn.content.strip()
-            ],
+            [m for m in session_messages(session) if m.content.strip()],
         )
         for session in question.sessions
     ]

@@ -40,7 +40,7 @@ from llm_bot.ports import Embedder, EmbeddingPurpose, Matrix
 from llm_bot.service.indexer import embed_entries
 from tests.bench.locomo_ranking import MIN_SCORE, section_tokens, shown
 from tests.bench.locomo_scoring import normalised
-from tests.bench.longmemeval_scoring import TYPES, Question, questions, recall_of
+from tests.bench.longmemeval_scoring import TYPES, Question, Session, questions, recall_of
 from tests.bench.plots import plot_recall
 from tests.bench.simulated_queries import embedded_questions, untimed
 
@@ -82,20 +82,25 @@ class CachedEmbedder:
         self.save()
 
 
+def session_messages(session: Session) -> list[ChatMessage]:
+    """A haystack session as a conversation's messages, a second apart."""
+    return [
+        ChatMessage(
+            id=f"{session.id}-{n}",
+            role="user" if turn.role == "user" else "assistant",
+            content=turn.content,
+            created_at=(session.created_at + timedelta(seconds=n)).isoformat(),
+            turn=n // 2 + 1,
+            seq=n % 2,
+        )
+        for n, turn in enumerate(session.turns)
+    ]
+
+
 def haystack_entries(question: Question) -> list[IndexEntry]:
     entries: list[IndexEntry] = []
     for session in question.sessions:
-        messages = [
-            ChatMessage(
-                id=f"{session.id}-{n}",
-                role="user" if turn.role == "user" else "assistant",
-                content=turn.content,
-                created_at=(session.created_at + timedelta(seconds=n)).isoformat(),
-                turn=n // 2 + 1,
-                seq=n % 2,
-            )
-            for n, turn in enumerate(session.turns)
-        ]
+        messages = session_messages(session)
         entries += conversation_entries(session.id, messages, indexed_at=0.0)
     return entries
 
