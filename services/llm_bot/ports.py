@@ -16,7 +16,6 @@ import numpy.typing as npt
 
 from llm_bot.contract import CandidateDeltaV1, CandidateV1, ErrorV1
 from llm_bot.memory.fact_edits import FactRemoval
-from llm_bot.memory.hybrid_search import SearchQuery, Vector
 from llm_bot.memory.long_term import (
     EpisodicSummary,
     NotableEvent,
@@ -25,6 +24,8 @@ from llm_bot.memory.long_term import (
 )
 from llm_bot.memory.messages import ChatMessage, PromptMessage, ToolCall
 from llm_bot.memory.recall_items import IndexEntry, SearchHit
+from llm_bot.memory.search_query import SearchQuery
+from llm_bot.memory.vectors import Vector
 from llm_bot.memory.working import (
     ConversationKey,
     ConversationProgress,

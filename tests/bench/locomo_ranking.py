@@ -35,12 +35,14 @@ import numpy as np
 
 from llm_bot.adapters.script_embedder import local_embedder
 from llm_bot.memory.context import EPISODES_SHARE
-from llm_bot.memory.hybrid_search import IndexSnapshot, Vector, search
+from llm_bot.memory.hybrid_search import search
+from llm_bot.memory.index_snapshot import IndexSnapshot
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.query_parts import message_query, question_parts
 from llm_bot.memory.recall_budget import RecalledCost, packed
 from llm_bot.memory.recall_items import IndexEntry, SearchHit, conversation_entries
 from llm_bot.memory.tokens import TiktokenCounter
+from llm_bot.memory.vectors import Vector
 from llm_bot.ports import Embedder
 from llm_bot.service.indexer import embed_entries
 from tests.bench.locomo_scoring import CATEGORIES, Conversation, conversations

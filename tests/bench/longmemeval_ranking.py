@@ -32,10 +32,12 @@ from typing import Any
 import numpy as np
 
 from llm_bot.adapters.script_embedder import local_embedder
-from llm_bot.memory.hybrid_search import IndexSnapshot, Vector, search
+from llm_bot.memory.hybrid_search import search
+from llm_bot.memory.index_snapshot import IndexSnapshot
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.query_parts import message_query, question_parts
 from llm_bot.memory.recall_items import IndexEntry, SearchHit, conversation_entries, text_digest
+from llm_bot.memory.vectors import Vector
 from llm_bot.ports import Embedder, EmbeddingPurpose, Matrix
 from llm_bot.service.indexer import embed_entries
 from tests.bench.locomo_ranking import MIN_SCORE, section_tokens, shown

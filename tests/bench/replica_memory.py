@@ -56,8 +56,8 @@ from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.adapters.redis_recall_index import RedisRecallIndex, SnapshotCache
 from llm_bot.adapters.script_embedder import DIMENSION, ENGLISH
 from llm_bot.config.settings import Settings
-from llm_bot.memory.hybrid_search import SearchQuery
 from llm_bot.memory.recall_items import IndexEntry
+from llm_bot.memory.search_query import SearchQuery
 from tests.support.service_control import PrivateRedis
 
 PREFIX = "llmbot-bench-replica"

@@ -9,8 +9,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from llm_bot.memory.hybrid_search import SearchQuery, Vector
 from llm_bot.memory.query_parts import question_parts
+from llm_bot.memory.search_query import SearchQuery
+from llm_bot.memory.vectors import Vector
 from llm_bot.ports import Embedder
 
 

@@ -20,9 +20,9 @@ from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.bootstrap import recall_index
 from llm_bot.config import Settings
 from llm_bot.errors import ErasedMeanwhile, MemoryUnavailable
-from llm_bot.memory.hybrid_search import SearchQuery
 from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.recall_items import IndexEntry
+from llm_bot.memory.search_query import SearchQuery
 from tests.support.embeddings import DIMENSION, hashed_vector, hashed_vectors
 from tests.support.events import new_id
 from tests.support.harness import TEST_KEY_PREFIX

@@ -10,25 +10,25 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llm_bot.memory.hybrid_search import (
+from llm_bot.memory.hybrid_search import search
+from llm_bot.memory.index_snapshot import IndexSnapshot
+from llm_bot.memory.keyword_terms import keyword_terms
+from llm_bot.memory.ranking import (
     FEEDBACK_TERMS,
-    IndexSnapshot,
-    SearchQuery,
-    Vector,
     bm25_scores,
     feedback_asked,
     feedback_terms,
     fuse,
     named_speakers,
     query_speakers,
-    search,
     speaker_ranking,
 )
-from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.recall_budget import within_tokens
 from llm_bot.memory.recall_items import IndexEntry
+from llm_bot.memory.search_query import SearchQuery
 from llm_bot.memory.time_expressions import Period
 from llm_bot.memory.tokens import TiktokenCounter
+from llm_bot.memory.vectors import Vector
 from tests.support.embeddings import hashed_vector
 from tests.support.index_entries import entry
 
@@ -37,7 +37,7 @@ COUNTER = TiktokenCounter()
 
 def half(vectors: np.ndarray) -> np.ndarray:
     """``vectors`` rounded to half precision, as the snapshot keeps embeddings and rounds
-    the query (``hybrid_search._products``), then computed with in single precision."""
+    the query (``vectors.half_products``), then computed with in single precision."""
     return np.asarray(vectors, dtype=np.float16).astype(np.float32)
 
 

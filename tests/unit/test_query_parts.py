@@ -12,10 +12,12 @@ import pytest
 from opentelemetry.trace import NoOpTracer
 from prometheus_client import CollectorRegistry
 
-from llm_bot.memory.hybrid_search import IndexSnapshot, SearchQuery, search
+from llm_bot.memory.hybrid_search import search
+from llm_bot.memory.index_snapshot import IndexSnapshot
 from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.query_parts import MAX_PARTS, PART_NEAREST, message_query, question_parts
 from llm_bot.memory.recall_items import IndexEntry
+from llm_bot.memory.search_query import SearchQuery
 from llm_bot.service.retriever import RetrievalSettings, Retriever
 from llm_bot.telemetry.metrics import Metrics
 from tests.support.in_memory import InMemoryErasures

@@ -8,7 +8,7 @@ import tracemalloc
 import numpy as np
 
 from llm_bot.adapters.redis_recall_index import SnapshotCache
-from llm_bot.memory.hybrid_search import IndexSnapshot
+from llm_bot.memory.index_snapshot import IndexSnapshot
 from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.recall_items import IndexEntry
 

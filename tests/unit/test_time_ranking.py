@@ -7,15 +7,13 @@ from datetime import datetime
 
 import numpy as np
 
-from llm_bot.memory.hybrid_search import (
-    IndexSnapshot,
-    SearchQuery,
-    day_number,
-    restricted_ranking,
-    search,
-)
+from llm_bot.memory.hybrid_search import search
+from llm_bot.memory.index_snapshot import IndexSnapshot
 from llm_bot.memory.keyword_terms import keyword_terms
+from llm_bot.memory.ranking import restricted_ranking
 from llm_bot.memory.recall_items import IndexEntry
+from llm_bot.memory.scoring import day_number
+from llm_bot.memory.search_query import SearchQuery
 from llm_bot.memory.time_expressions import asks_when, periods
 from tests.support.embeddings import hashed_vector
 

@@ -13,11 +13,11 @@ from prometheus_client import CollectorRegistry
 from llm_bot.context_budget import ContextBudget
 from llm_bot.graph.state import GraphContext
 from llm_bot.inspector.why import dry_run, render_why
-from llm_bot.memory.hybrid_search import SearchQuery
 from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.recall_budget import within_tokens
 from llm_bot.memory.recall_items import IndexEntry, SearchHit
+from llm_bot.memory.search_query import SearchQuery
 from llm_bot.memory.tokens import default_token_counter
 from llm_bot.memory.window import WindowBounds
 from llm_bot.memory.working import ConversationKey, Recalled, WorkingMemory

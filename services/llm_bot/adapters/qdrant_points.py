@@ -4,7 +4,7 @@ payloads, the filters that scope every request to one tenant + user, and the col
 A point's id is a UUID5 of tenant, user and entry id, so writing an entry again replaces
 it; its payload is the entry's fields plus ``tenant_id``, ``user_id``, ``digest``,
 ``model``, ``doc_length`` (how many keyword terms), ``day`` (the entry's date as a day
-number, ``hybrid_search.day_number``: the periods a message names filter on it), ``dating``
+number, ``scoring.day_number``: the periods a message names filter on it), ``dating``
 (whether its text says when something happened) and ``id_prefixes`` (the entry id's heads
 up to each ``|``, so ``digests("m|")`` is one exact match). Points written before ``day``
 and ``dating`` existed have neither: no period or when-question ranks them until
@@ -24,8 +24,8 @@ from qdrant_client import AsyncQdrantClient
 from qdrant_client.http.exceptions import ApiException
 from qdrant_client.http.models import models as qm
 
-from llm_bot.memory.hybrid_search import day_number
 from llm_bot.memory.recall_items import SEPARATOR, IndexEntry
+from llm_bot.memory.scoring import day_number
 from llm_bot.memory.time_expressions import Period
 
 COLLECTION = "llmbot_recall"

@@ -55,17 +55,13 @@ from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.config import RedisConfig, RetrievalConfig
 from llm_bot.errors import ErasedMeanwhile, IndexModelMismatch, MemoryUnavailable
-from llm_bot.memory.hybrid_search import (
+from llm_bot.memory.hit_collapse import Candidate, collapse_within
+from llm_bot.memory.ranking import (
     CANDIDATES_PER_RANKING,
     FEEDBACK_ENTRIES,
     FEEDBACK_WEIGHT,
-    Candidate,
-    SearchQuery,
-    Vector,
     best_of,
     bm25_scores,
-    collapse_within,
-    days_within,
     feedback_asked,
     feedback_candidates,
     feedback_terms,
@@ -76,10 +72,11 @@ from llm_bot.memory.hybrid_search import (
     rank,
     restricted_ranking,
     speaker_ranking,
-    unit,
-    unit_rows,
 )
 from llm_bot.memory.recall_items import SEPARATOR, IndexEntry, SearchHit
+from llm_bot.memory.scoring import days_within
+from llm_bot.memory.search_query import SearchQuery
+from llm_bot.memory.vectors import Vector, unit, unit_rows
 from llm_bot.memory.working import ConversationKey
 
 _FACET_LIMIT = 4096
@@ -345,7 +342,7 @@ class QdrantRecallIndex:
 
         def candidate(row: int, score: float) -> Candidate | None:
             """The row's candidate; None when nothing found it relevant
-            (``hybrid_search.found_by``): no keyword match, no feedback word, no cosine at
+            (``ranking.found_by``): no keyword match, no feedback word, no cosine at
             or above the minimum of the message or of a question."""
             entry, stored = details[rows.ids[row]]
             cosine = float(rows.dense[row])  # the best of the message's and its questions'
@@ -437,7 +434,7 @@ class QdrantRecallIndex:
         fields: dict[str, dict[str, Any]],
         keyword: Vector,
     ) -> list[list[int]]:
-        """The rankings a message's time adds, as ``hybrid_search.time_rankings`` makes them:
+        """The rankings a message's time adds, as ``ranking.time_rankings`` makes them:
         the points dated within the periods it names (by cosine when dense search is on,
         else by BM25 among the keyword matches), and for a when-question the keyword matches
         whose text dates something. Rows index ``ids``."""
@@ -468,7 +465,7 @@ class QdrantRecallIndex:
         self, tenant_id: str, user_id: str, query: SearchQuery, model: str, vector: Vector | None
     ) -> list[qm.ScoredPoint]:
         """The user's points dated within the periods the query names, by cosine, whatever
-        the dense minimum (``hybrid_search.time_rankings``)."""
+        the dense minimum (``ranking.time_rankings``)."""
         if vector is None or not query.periods:
             return []
         excluded = [field_in("source_id", [*query.exclude])] if query.exclude else None

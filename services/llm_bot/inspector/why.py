@@ -7,7 +7,7 @@ inspector's own (its metrics go to the inspector's registry, not the reply path'
 search is read again (``Retriever.search``, the function ``retrieve`` calls) for the
 scores behind each recalled item: keyword (BM25), dense (cosine), feedback (BM25 of the
 words relevance feedback added) and fused rank. An item is recalled only when one of the
-first three found it relevant (``hybrid_search.found_by``): its fused rank orders it, it
+first three found it relevant (``ranking.found_by``): its fused rank orders it, it
 never brings it in alone.
 """
 

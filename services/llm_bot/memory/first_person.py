@@ -3,7 +3,7 @@ used in my cocktails?" asks about what the user said, as "What did Melanie paint
 about what Melanie said.
 
 The search ranks what a speaker the message names said as one more ranking
-(``hybrid_search.speaker_ranking``); a message that speaks of its writer names the user
+(``ranking.speaker_ranking``); a message that speaks of its writer names the user
 who sends it, the **asker**, whose entries have the speaker ``ASKER`` (a live message
 carries no display name, so its speaker is its role, ``recall_items.speaker_of``). Without
 it, the assistant's long answers about the same things (the recipes, with every fruit

@@ -28,9 +28,10 @@ from dataclasses import replace
 from datetime import datetime
 
 from llm_bot.memory.first_person import asker_of
-from llm_bot.memory.hybrid_search import SearchQuery, Vector
 from llm_bot.memory.keyword_terms import keyword_terms
+from llm_bot.memory.search_query import SearchQuery
 from llm_bot.memory.time_expressions import asks_when, periods
+from llm_bot.memory.vectors import Vector
 
 MAX_PARTS = 6
 """Questions searched on their own, at most: each costs one more embedding on the reply
@@ -43,7 +44,7 @@ lower with its answer than the dense minimum assumes (a Thai question of five wo
 sentence that answers it: cosine 0.28-0.33 with USE Multilingual, the best of a hundred
 messages; the minimum, 0.45, was set for whole messages and MiniLM). Placed there, such an
 entry moves the fusion but is recalled only when a score found it (a word of the question
-matches it, or its cosine reaches the minimum: ``hybrid_search.found_by``, issue 41)."""
+matches it, or its cosine reaches the minimum: ``ranking.found_by``, issue 41)."""
 
 _SENTENCES = re.compile(r"(?<=[.!?\u3002\uff01\uff1f])\s+|\n+")
 _CLAUSES = re.compile(r"\s*[,;:]\s*(?:(?:and|or|but|also)\s+)?|\s+(?:and|or)\s+(?=\w+\b)", re.I)

@@ -27,7 +27,7 @@ GROUP_OVERHEAD_TOKENS = 4
 line breaks (``memory_block.by_group``)."""
 CANDIDATE_LIMIT = 200
 """Hits asked of the index when no item cap is configured: as deep as each ranking is read
-before fusion (``hybrid_search.CANDIDATES_PER_RANKING``), far more than any budget holds."""
+before fusion (``ranking.CANDIDATES_PER_RANKING``), far more than any budget holds."""
 
 
 def line_tokens(hit: SearchHit, count: Callable[[str], int]) -> int:

@@ -299,4 +299,4 @@ class SearchHit:
     feedback: float = 0.0
     """BM25 score of the entry for the words relevance feedback added to the query's
     (0 when none matched). A hit has a keyword score, a cosine at or above the minimum,
-    or this: what found it relevant (``hybrid_search.found_by``)."""
+    or this: what found it relevant (``ranking.found_by``)."""

@@ -17,7 +17,7 @@ import base64
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from llm_bot.memory.hybrid_search import Vector, unit
+from llm_bot.memory.vectors import Vector, unit
 
 
 class RecalledRecord(BaseModel):

@@ -23,7 +23,6 @@ import numpy as np
 import structlog
 
 from llm_bot.errors import IndexModelMismatch, log_fields
-from llm_bot.memory.hybrid_search import Vector
 from llm_bot.memory.long_term import SemanticFact
 from llm_bot.memory.recall_items import (
     LONG_TERM_PREFIX,
@@ -38,6 +37,7 @@ from llm_bot.memory.recall_items import (
     message_entries,
 )
 from llm_bot.memory.stale_statements import states_replaced_value, still_true
+from llm_bot.memory.vectors import Vector
 from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import Embedder, LongTermStore, MemoryProgress, RecallIndex
 from llm_bot.telemetry.metrics import Metrics

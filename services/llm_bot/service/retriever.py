@@ -24,7 +24,6 @@ import structlog
 from opentelemetry.trace import Tracer
 
 from llm_bot.errors import LlmBotError, log_fields
-from llm_bot.memory.hybrid_search import Vector
 from llm_bot.memory.keyword_matching import is_filler
 from llm_bot.memory.query_parts import message_query, question_parts
 from llm_bot.memory.recall_budget import CANDIDATE_LIMIT, within_tokens
@@ -38,6 +37,7 @@ from llm_bot.memory.topic import (
     new_topic,
     stays_on_topic,
 )
+from llm_bot.memory.vectors import Vector
 from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import Embedder, RecallIndex
 from llm_bot.telemetry.metrics import Metrics
