@@ -35,8 +35,8 @@ from llm_bot.inspector.access_keys import key_digest as inspector_key_digest
 from llm_bot.inspector.serve import run_inspector
 from llm_bot.inspector.why import render_why
 from llm_bot.logs import configure_logging
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.fact_edits import FactEditRefused
-from llm_bot.memory.working import ConversationKey
 
 
 def _parser() -> argparse.ArgumentParser:

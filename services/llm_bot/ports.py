@@ -9,12 +9,10 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, Protocol
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 from llm_bot.contract import CandidateDeltaV1, CandidateV1, ErrorV1
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.fact_edits import FactRemoval
 from llm_bot.memory.long_term import (
     EpisodicSummary,
@@ -24,20 +22,24 @@ from llm_bot.memory.long_term import (
 )
 from llm_bot.memory.messages import ChatMessage, PromptMessage, ToolCall
 from llm_bot.memory.recall_items import IndexEntry, SearchHit
-from llm_bot.memory.search_query import SearchQuery
-from llm_bot.memory.vectors import Vector
-from llm_bot.memory.working import (
-    ConversationKey,
-    ConversationProgress,
-    MemoryCommit,
-    Recalled,
-    WorkingMemory,
-)
 from llm_bot.token_budgets import Period
+
+if TYPE_CHECKING:  # the reply path imports numpy only once it searches
+    import numpy as np
+    import numpy.typing as npt
+
+    from llm_bot.memory.search_query import SearchQuery
+    from llm_bot.memory.vectors import Vector
+    from llm_bot.memory.working import (
+        ConversationProgress,
+        MemoryCommit,
+        Recalled,
+        WorkingMemory,
+    )
 
 ToolSpec = dict[str, Any]
 """A Chat Completions tool definition (``{"type": "function", "function": {...}}``)."""
-Matrix = npt.NDArray[np.float32]
+Matrix: TypeAlias = "npt.NDArray[np.float32]"
 """Rows of unit-length embeddings."""
 DeltaSink = Callable[[str], Awaitable[None]]
 """Takes each piece of a streamed reply's text as it arrives."""

@@ -32,8 +32,8 @@ from llm_bot.config import Settings
 from llm_bot.delivery.process_tuning import SERVING_TUNING
 from llm_bot.gateway.api_keys import key_digest
 from llm_bot.logs import configure_logging
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.long_term import SemanticFact, Source
-from llm_bot.memory.working import ConversationKey
 from tests.bench.index_resync import synthetic_entry
 from tests.bench.throughput import remove_keys
 from tests.support.events import new_id

@@ -36,11 +36,11 @@ from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.adapters.redis_recall_index import RedisRecallIndex
 from llm_bot.adapters.script_embedder import MODEL_NAME, local_embedder
 from llm_bot.delivery.process_tuning import CONSUMING_TUNING
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.recall_items import conversation_entries
 from llm_bot.memory.search_query import SearchQuery
-from llm_bot.memory.working import ConversationKey
 from llm_bot.service.indexer import embed_entries
 from llm_bot.service.retriever import RetrievalSettings, Retriever
 from llm_bot.telemetry.metrics import Metrics

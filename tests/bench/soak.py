@@ -56,7 +56,7 @@ from llm_bot.adapters import amqp_text
 from llm_bot.bootstrap import memory_store, redis_client
 from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from tests.support.events import message_event, new_id
 from tests.support.harness import Integrator, Received, integrator, settings_for_test
 from tests.support.poison import POISONS

@@ -80,9 +80,10 @@ from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
 from llm_bot.logs import configure_logging
 from llm_bot.memory.classification import classification_json_schema
 from llm_bot.memory.compaction import SUMMARY_MAX_TOKENS, summarizer_json_schema
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.memory_message import read_memory
 from llm_bot.memory.tokens import TiktokenCounter
-from llm_bot.memory.working import ConversationKey, ConversationProgress
+from llm_bot.memory.working import ConversationProgress
 from tests.bench.locomo_scoring import section_text
 from tests.bench.plots import plot_prompt_tokens
 from tests.support.events import message_event, new_id

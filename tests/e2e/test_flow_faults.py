@@ -11,7 +11,7 @@ import pytest
 
 from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from tests.integration.test_flows import PERSONAS, own_keys
 from tests.support.checks import assert_memory_turns_exactly_once, dlq_depth
 from tests.support.events import conversation_event, new_id

@@ -19,7 +19,7 @@ import pytest
 
 from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from tests.e2e.test_faults import own
 from tests.e2e.test_redis_loss import _metric
 from tests.support.checks import (

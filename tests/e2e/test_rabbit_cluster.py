@@ -18,7 +18,7 @@ import pytest
 from pydantic import SecretStr
 
 from llm_bot.fake_model import FakeModelServer
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from tests.support.checks import (
     assert_memory_turns_exactly_once,
     assert_one_candidate_id_per_event,

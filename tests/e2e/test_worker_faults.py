@@ -11,7 +11,7 @@ import pytest
 from llm_bot.bootstrap import long_term_store, progress_store, redis_client
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.fake_model.memory_prompts import memory_responder
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from tests.support.events import message_event, new_id
 from tests.support.harness import bot, settings_for_test
 from tests.support.processes import ConsumerProcess

@@ -15,7 +15,7 @@ from llm_bot.client import Client, EventFailed, EventInvalid, NotDelivered
 from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer, ToolCalls
 from llm_bot.fake_model.scripts import Fault
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from tests.support.events import new_id
 from tests.support.harness import bot
 

@@ -21,7 +21,7 @@ from llm_bot.config import Settings
 from llm_bot.entrypoints import memory_cli
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.fake_model.memory_prompts import memory_responder
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from tests.integration.test_transcript_import import acked
 from tests.support.checks import assert_one_candidate_id_per_event, collect_candidates, key_text
 from tests.support.events import conversation_event, message_event, new_id

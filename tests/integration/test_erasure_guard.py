@@ -21,9 +21,10 @@ from llm_bot.adapters.redis_progress import RedisMemoryProgress
 from llm_bot.bootstrap import long_term_store, memory_store, progress_store
 from llm_bot.config import Settings
 from llm_bot.errors import ErasedMeanwhile
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.long_term import NotableEvent
 from llm_bot.memory.messages import ChatMessage
-from llm_bot.memory.working import ConversationKey, MemoryCommit, ProcessedEvent, WorkingMemory
+from llm_bot.memory.working import MemoryCommit, ProcessedEvent, WorkingMemory
 from tests.support.checks import key_text
 from tests.support.events import new_id
 

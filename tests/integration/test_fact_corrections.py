@@ -13,7 +13,7 @@ import pytest
 from llm_bot.entrypoints.memory_cli import render_memory, show_memory
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from tests.support.conversations import finalized, say_and_end
 from tests.support.events import message_event, new_id
 from tests.support.harness import bot, running_worker, settings_for_test

@@ -21,7 +21,7 @@ from llm_bot.adapters.redis_fair_queue import Admitted, RedisFairQueue, Taken
 from llm_bot.adapters.redis_keys import RedisKeys, activity_member
 from llm_bot.delivery.fair_dispatch import FairDispatcher, Fairness
 from llm_bot.delivery.unanswered import Offered
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.service.erasure import Eraser
 from llm_bot.service.fairness import TenantShares
 from llm_bot.service.handler import Delivery, EventHandler

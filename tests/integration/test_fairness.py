@@ -19,7 +19,7 @@ from llm_bot.adapters.redis_fair_queue import RedisFairQueue
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from tests.support.events import encode, message_event, new_id
 from tests.support.harness import Integrator, Received, bot
 

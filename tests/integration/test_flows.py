@@ -23,7 +23,7 @@ from llm_bot.config import Settings
 from llm_bot.entrypoints.memory_cli import render_memory, show_memory
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.flows.flow_graph import REDEFINED_TEXT
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.service.handler import Delivery
 from llm_bot.service.outcomes import Replied
 from tests.support.events import conversation_event, encode, message_event, new_id

@@ -18,13 +18,13 @@ from llm_bot.bootstrap import Service, Worker
 from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.fake_model.memory_prompts import memory_responder
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.recall_items import (
     LONG_TERM_PREFIX,
     MESSAGE_PREFIX,
     conversation_of,
     long_term_entry_id,
 )
-from llm_bot.memory.working import ConversationKey
 from tests.support.conversations import finalized, say_and_end
 from tests.support.events import message_event, new_id
 from tests.support.harness import Integrator, bot, running_worker, settings_for_test

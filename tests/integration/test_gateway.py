@@ -20,7 +20,7 @@ from structlog.testing import capture_logs
 
 from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer, Fault
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from tests.support.events import new_id
 from tests.support.gateway import (
     TENANT_KEYS,

@@ -15,7 +15,7 @@ import pytest
 from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.gateway.api_keys import key_digest
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from tests.support.events import new_id
 from tests.support.gateway import gateway_keys, gateway_settings, running_gateway, sdk_client
 from tests.support.harness import bot

@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 from llm_bot.adapters.rabbit_topology import Topology
 from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from tests.e2e.test_faults import own
 from tests.support.checks import assert_one_candidate_id_per_event, collect_candidates
 from tests.support.events import conversation_event, new_id

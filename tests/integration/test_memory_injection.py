@@ -18,9 +18,9 @@ import pytest
 from llm_bot.bootstrap import Worker
 from llm_bot.fake_model import FakeModelServer, RecordedRequest
 from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.memory_message import MEMORY_FENCE_CLOSE, MEMORY_FENCE_OPEN, read_memory
 from llm_bot.memory.stored_text import is_invisible, sanitize
-from llm_bot.memory.working import ConversationKey
 from tests.integration.test_transcript_import import transcript_event
 from tests.support.conversations import finalized
 from tests.support.events import message_event, new_id

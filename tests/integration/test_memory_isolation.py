@@ -8,7 +8,7 @@ import pytest
 
 from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from tests.support.checks import key_bytes
 from tests.support.events import message_event, new_id
 from tests.support.harness import bot

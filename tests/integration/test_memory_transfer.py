@@ -29,7 +29,7 @@ from llm_bot.entrypoints.memory_transfer import export_memory, import_memory
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.fake_model.memory_prompts import memory_responder
 from llm_bot.inspector.serve import why
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from tests.integration.test_flows import PERSONAS
 from tests.integration.test_transcript_import import HISTORY, acked, transcript_event
 from tests.support.checks import key_text

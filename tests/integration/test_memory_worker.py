@@ -16,7 +16,7 @@ from llm_bot.config import Settings
 from llm_bot.contract import MemoryJobV1
 from llm_bot.fake_model import FakeModelServer, Fault, RecordedRequest
 from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.service.idle_sweep import sweep_once
 from tests.support.checks import activity_members, key_bytes, key_text
 from tests.support.events import conversation_event, message_event, new_id

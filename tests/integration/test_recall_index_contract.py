@@ -18,13 +18,13 @@ from llm_bot.adapters.redis_erasure import ErasureMarks, current_generation, gen
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.adapters.redis_recall_index import RedisRecallIndex
 from llm_bot.errors import ErasedMeanwhile, IndexModelMismatch
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.hybrid_search import search
 from llm_bot.memory.index_snapshot import IndexSnapshot
 from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.recall_items import EntryKind, IndexEntry, SearchHit
 from llm_bot.memory.search_query import SearchQuery
 from llm_bot.memory.time_expressions import asks_when, periods
-from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import RecallIndex
 from tests.support.embeddings import hashed_vector, hashed_vectors
 from tests.support.events import new_id

@@ -17,8 +17,8 @@ from llm_bot.adapters import redis_recall_index
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.adapters.redis_recall_index import LOAD_PAGE, RedisRecallIndex
 from llm_bot.memory import recall_items
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.time_expressions import mentions_time
-from llm_bot.memory.working import ConversationKey
 from llm_bot.service.retriever import PreparedQuery, RetrievalSettings, Retriever
 from llm_bot.telemetry.metrics import Metrics
 from tests.integration.test_recall_index_contract import MODEL, entry, query

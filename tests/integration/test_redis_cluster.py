@@ -23,7 +23,7 @@ from llm_bot.entrypoints import memory_cli, recall_cli
 from llm_bot.entrypoints.redis_durability import check_redis_durability
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.fake_model.memory_prompts import memory_responder
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from tests.support.checks import (
     activity_members,
     assert_memory_turns_exactly_once,

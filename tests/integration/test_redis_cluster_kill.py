@@ -13,7 +13,7 @@ import pytest
 
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.fake_model import FakeModelServer
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from tests.support.checks import assert_one_candidate_id_per_event, collect_candidates, dlq_depth
 from tests.support.events import conversation_event, new_id
 from tests.support.harness import Received, bot, settings_for_test

@@ -17,7 +17,7 @@ from llm_bot.bootstrap import long_term_store, redis_client
 from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.fake_model.memory_prompts import memory_responder
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from tests.support.checks import (
     assert_memory_turns_exactly_once,
     assert_one_candidate_id_per_event,

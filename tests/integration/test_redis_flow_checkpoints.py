@@ -11,7 +11,7 @@ import redis.asyncio as aioredis
 
 from llm_bot.adapters.redis_flow_checkpoints import RedisFlowCheckpoints
 from llm_bot.adapters.redis_keys import RedisKeys
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from tests.support.events import new_id
 from tests.support.flow_checkpoints_contract import CheckpointsUnderTest, FlowCheckpointsContract
 from tests.support.harness import TEST_KEY_PREFIX

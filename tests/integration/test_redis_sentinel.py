@@ -8,7 +8,7 @@ import pytest
 
 from llm_bot.config import Settings
 from llm_bot.entrypoints.redis_durability import check_redis_durability
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from tests.support.events import conversation_event, new_id
 from tests.support.harness import bot
 from tests.support.redis_sentinel import sentinel_watching_a_master

@@ -18,10 +18,10 @@ from llm_bot.bootstrap import Worker
 from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.fake_model.memory_prompts import memory_responder
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.long_term import ProfileAttribute, SemanticFact
 from llm_bot.memory.recall_items import LONG_TERM_PREFIX
 from llm_bot.memory.retention import RetentionPolicy
-from llm_bot.memory.working import ConversationKey
 from llm_bot.service.retention_sweep import RetentionSweep
 from tests.support.events import message_event, new_id
 from tests.support.harness import TEST_KEY_PREFIX, bot, running_worker, settings_for_test

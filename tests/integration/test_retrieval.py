@@ -14,9 +14,9 @@ from llm_bot.config import Settings
 from llm_bot.entrypoints.recall_cli import reindex, show_recall
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.fake_model.memory_prompts import memory_responder
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.search_query import SearchQuery
-from llm_bot.memory.topic import RecalledRecord
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.topic_state import RecalledRecord
 from llm_bot.service.indexer import Indexer
 from tests.integration.test_memory_worker import say, settled
 from tests.support.events import message_event, new_id

@@ -18,7 +18,7 @@ from llm_bot.adapters.redis_token_ledger import RedisTokenLedger
 from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.service.idle_sweep import sweep_once
 from tests.support.events import message_event, new_id
 from tests.support.gateway import gateway_settings, running_gateway, sdk_client

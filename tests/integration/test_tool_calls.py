@@ -18,8 +18,8 @@ from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer, RecordedRequest, ToolCalls
 from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
 from llm_bot.fake_model.scripts import Reply
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.tool_rounds import prompt_is_well_formed
-from llm_bot.memory.working import ConversationKey
 from tests.support.events import message_event, new_id
 from tests.support.harness import (
     Integrator,

@@ -12,8 +12,8 @@ import pytest
 from llm_bot.bootstrap import Service
 from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.stored_text import is_invisible
-from llm_bot.memory.working import ConversationKey
 from tests.integration.test_memory_worker import settled
 from tests.support.events import message_event, new_id
 from tests.support.harness import Integrator, bot, running_worker

@@ -20,7 +20,7 @@ from llm_bot.adapters.redis_fair_queue import RedisFairQueue
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.delivery.fair_dispatch import FairDispatcher, Fairness
 from llm_bot.delivery.settlements import Settlement
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.service.fairness import TenantShares
 from llm_bot.telemetry.metrics import Metrics
 from tests.support.events import new_id

@@ -11,7 +11,7 @@ from llm_bot.adapters.redis_connection import RedisClient
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.bootstrap import memory_store, redis_client
 from llm_bot.config import Settings
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from tests.support.harness import Integrator, Received
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from llm_bot.bootstrap import Service
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from tests.support.events import message_event
 from tests.support.harness import Integrator
 

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 import pytest
 
 from llm_bot.errors import ErasedMeanwhile
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.service.flow_runner import FlowCheckpoints, FlowRunner, FlowStart
 from tests.support.events import new_id
 from tests.support.in_memory_flows import InMemorySchedule

@@ -14,10 +14,11 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from llm_bot.errors import ErasedMeanwhile
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.fact_edits import FactRemoval, removal
 from llm_bot.memory.long_term import EpisodicSummary, NotableEvent, ProfileAttribute, SemanticFact
 from llm_bot.memory.messages import ChatMessage
-from llm_bot.memory.working import ConversationKey, ConversationProgress, WorkingMemory
+from llm_bot.memory.working import ConversationProgress, WorkingMemory
 
 NO_ERASURE = ""
 """The generation of a user never erased (as ``adapters/redis_erasure.py`` reads it)."""

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from llm_bot.errors import ErasedMeanwhile, IndexModelMismatch
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.hybrid_search import search
 from llm_bot.memory.index_snapshot import IndexSnapshot
 from llm_bot.memory.recall_items import IndexEntry, SearchHit, conversation_prefix
 from llm_bot.memory.search_query import SearchQuery
 from llm_bot.memory.vectors import Vector
-from llm_bot.memory.working import ConversationKey
 from tests.support.in_memory import InMemoryErasures
 
 Generation = Callable[[str, str], Awaitable[str]]

@@ -14,15 +14,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from llm_bot.errors import ErasedMeanwhile, MemoryConflict
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.long_term import LongTermBundle
 from llm_bot.memory.messages import ChatMessage
-from llm_bot.memory.working import (
-    ConversationKey,
-    MemoryCommit,
-    ProcessedEvent,
-    Recalled,
-    WorkingMemory,
-)
+from llm_bot.memory.working import MemoryCommit, ProcessedEvent, Recalled, WorkingMemory
 from tests.support.in_memory import InMemoryErasures, InMemoryLease, _Recording
 
 MAX_SEQ_PER_TURN = 1000

@@ -16,7 +16,7 @@ from llm_bot.fake_model import FakeModelServer
 from llm_bot.fake_model.memory_prompts import memory_responder
 from llm_bot.inspector.app import create_app
 from llm_bot.inspector.wiring import Inspector, build_inspector
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from tests.integration.test_memory_worker import say, settled
 from tests.integration.test_transcript_import import transcript_event
 from tests.support.events import message_event, new_id

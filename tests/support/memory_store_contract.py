@@ -19,15 +19,10 @@ from typing import Protocol
 import pytest
 
 from llm_bot.errors import ErasedMeanwhile, MemoryConflict
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.long_term import LongTermBundle
 from llm_bot.memory.messages import ChatMessage, Role
-from llm_bot.memory.working import (
-    ConversationKey,
-    MemoryCommit,
-    ProcessedEvent,
-    Recalled,
-    WorkingMemory,
-)
+from llm_bot.memory.working import MemoryCommit, ProcessedEvent, Recalled, WorkingMemory
 from llm_bot.ports import ConversationLease, MemoryStore
 from tests.support.events import new_id
 

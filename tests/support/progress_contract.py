@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import pytest
 
 from llm_bot.errors import ErasedMeanwhile
-from llm_bot.memory.working import ConversationKey, ConversationProgress
+from llm_bot.memory.conversation_key import ConversationKey
+from llm_bot.memory.working import ConversationProgress
 from llm_bot.ports import MemoryProgress
 from tests.support.events import new_id
 

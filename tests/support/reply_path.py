@@ -19,10 +19,10 @@ from llm_bot.flows.definitions import Flow
 from llm_bot.graph.builder import build_graph
 from llm_bot.graph.runner import GraphChatRunner
 from llm_bot.graph.state import GraphContext
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.messages import PromptMessage, ToolCall
 from llm_bot.memory.tokens import default_token_counter
 from llm_bot.memory.window import WindowBounds
-from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import DeltaSink, ModelReply, ToolSpec
 from llm_bot.service.commands import (
     ImportTranscript,

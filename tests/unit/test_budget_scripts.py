@@ -12,7 +12,7 @@ from llm_bot.memory.memory_message import is_memory_message
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.shortening import shorten_middle
 from llm_bot.memory.tokens import CharEstimateCounter, TiktokenCounter, TokenCounter
-from llm_bot.memory.topic import RecalledRecord
+from llm_bot.memory.topic_state import RecalledRecord
 
 SCRIPTS = {
     "english": "abcdefghij klmnop qrstuv wxyz ",

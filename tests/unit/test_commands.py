@@ -8,7 +8,7 @@ import pytest
 
 from llm_bot.contract import InternalEventV2
 from llm_bot.contract.messages import EventType
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.service.commands import (
     COMMAND_FOR,
     Command,

@@ -34,7 +34,7 @@ from llm_bot.memory.tokens import (
     TokenCounter,
     count_chat_tokens,
 )
-from llm_bot.memory.topic import RecalledRecord
+from llm_bot.memory.topic_state import RecalledRecord
 from llm_bot.memory.working import Recalled, WorkingMemory
 from llm_bot.service.personas import Persona
 

@@ -23,7 +23,7 @@ from llm_bot.flows.progress import (
     realigned,
     valid_value,
 )
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 
 FLOW = Flow.model_validate(
     {

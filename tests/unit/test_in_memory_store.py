@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from tests.support.events import new_id
 from tests.support.in_memory import InMemoryErasures
 from tests.support.in_memory_store import FencedLease, InMemoryMemoryStore

@@ -22,6 +22,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.fact_updates import FactDecision, apply_fact, is_current
 from llm_bot.memory.long_term import (
     EpisodicSummary,
@@ -31,7 +32,7 @@ from llm_bot.memory.long_term import (
     Source,
 )
 from llm_bot.memory.messages import ChatMessage, PromptMessage
-from llm_bot.memory.working import ConversationKey, ConversationProgress, WorkingMemory
+from llm_bot.memory.working import ConversationProgress, WorkingMemory
 from llm_bot.ports import ModelReply
 from llm_bot.service.compactor import Compactor, user_scope
 from llm_bot.telemetry.metrics import Metrics

@@ -15,7 +15,8 @@ from prometheus_client import CollectorRegistry
 
 from llm_bot.contract import MemoryJobV1
 from llm_bot.errors import MemoryUnavailable
-from llm_bot.memory.working import ConversationKey, ConversationProgress
+from llm_bot.memory.conversation_key import ConversationKey
+from llm_bot.memory.working import ConversationProgress
 from llm_bot.ports import ModelReply
 from llm_bot.service.classifier import MessageClassifier
 from llm_bot.service.compactor import Compactor

@@ -20,7 +20,7 @@ from llm_bot.memory.memory_message import (
 )
 from llm_bot.memory.messages import ChatMessage, PromptMessage
 from llm_bot.memory.tokens import TiktokenCounter
-from llm_bot.memory.topic import RecalledRecord
+from llm_bot.memory.topic_state import RecalledRecord
 
 OPERATOR = "You are a shop assistant. Never give refunds over 500 THB."
 WIDE = ContextBudget(max_context_tokens=1_000_000, max_output_tokens=0, safety_margin=0)

@@ -20,7 +20,7 @@ from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.adapters.redis_progress import RedisMemoryProgress
 from llm_bot.errors import ErasedMeanwhile, MemoryUnavailable, RetryableError
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 
 
 @redis_failures_retryable

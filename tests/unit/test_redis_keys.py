@@ -8,7 +8,7 @@ from fnmatch import fnmatchcase
 import pytest
 
 from llm_bot.adapters.redis_keys import RedisKeys
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 
 KEYS = RedisKeys()
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from llm_bot.contract import CandidateDeltaV1, CandidateV1, ErrorV1
 from llm_bot.graph.reply_stream import ReplyStream
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 
 KEY = ConversationKey("t", "u", "c")
 

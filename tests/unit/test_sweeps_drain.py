@@ -7,7 +7,7 @@ import asyncio
 from prometheus_client import CollectorRegistry
 
 from llm_bot.contract import MemoryJobV1
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.service.idle_sweep import sweep_forever, sweep_once
 from llm_bot.service.sweep_drain import SWEEP_BATCH, drain_due
 from llm_bot.telemetry.metrics import Metrics

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from llm_bot.memory.topic import RecalledRecord, joined, new_topic, similarity, stays_on_topic
+from llm_bot.memory.topic import joined, new_topic, similarity, stays_on_topic
+from llm_bot.memory.topic_state import RecalledRecord
 
 
 def unit(*values: float) -> np.ndarray:

@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry
 
 from llm_bot.adapters.held_message import HeldMessage
 from llm_bot.delivery.unanswered import Offered, UnansweredDeliveries
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.telemetry.metrics import Metrics
 
 

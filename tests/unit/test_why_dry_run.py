@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 from llm_bot.context_budget import ContextBudget
 from llm_bot.graph.state import GraphContext
 from llm_bot.inspector.why import dry_run, render_why
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.recall_budget import within_tokens
@@ -20,7 +21,7 @@ from llm_bot.memory.recall_items import IndexEntry, SearchHit
 from llm_bot.memory.search_query import SearchQuery
 from llm_bot.memory.tokens import default_token_counter
 from llm_bot.memory.window import WindowBounds
-from llm_bot.memory.working import ConversationKey, Recalled, WorkingMemory
+from llm_bot.memory.working import Recalled, WorkingMemory
 from llm_bot.service.retriever import RetrievalSettings, Retriever
 from llm_bot.telemetry.metrics import Metrics
 

@@ -55,6 +55,7 @@ from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.config import RedisConfig, RetrievalConfig
 from llm_bot.errors import ErasedMeanwhile, IndexModelMismatch, MemoryUnavailable
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.hit_collapse import Candidate, collapse_within
 from llm_bot.memory.ranking import (
     CANDIDATES_PER_RANKING,
@@ -77,7 +78,6 @@ from llm_bot.memory.recall_items import SEPARATOR, IndexEntry, SearchHit
 from llm_bot.memory.scoring import days_within
 from llm_bot.memory.search_query import SearchQuery
 from llm_bot.memory.vectors import Vector, unit, unit_rows
-from llm_bot.memory.working import ConversationKey
 
 _FACET_LIMIT = 4096
 """Distinct entry lengths read for the average length (a passage has ~800 terms at most)."""

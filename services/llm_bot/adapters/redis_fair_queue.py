@@ -55,7 +55,7 @@ from llm_bot.adapters.redis_fair_scripts import (
     UID_LENGTH,
 )
 from llm_bot.adapters.redis_keys import RedisKeys, activity_member, parse_activity_member
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 
 FAIR_SHARDS = 4
 """Slots the global index is spread over (Redis Cluster: no node carries all of it)."""

@@ -9,7 +9,7 @@ from llm_bot.adapters.redis_connection import RedisClient
 from llm_bot.adapters.redis_erasure import current_generation
 from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys, activity_member, parse_activity_member
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 
 
 @redis_failures_retryable

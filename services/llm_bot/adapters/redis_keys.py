@@ -15,7 +15,7 @@ import zlib
 from dataclasses import dataclass
 
 from llm_bot.contract.identifiers import ID_PATTERN
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 
 _ID = re.compile(ID_PATTERN)
 

@@ -23,7 +23,7 @@ from llm_bot.adapters.redis_connection import RedisClient
 from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.errors import ConversationBusy
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 
 log = structlog.get_logger(__name__)
 

@@ -27,15 +27,10 @@ from llm_bot.adapters.redis_keys import RedisKeys, activity_member, user_member
 from llm_bot.adapters.redis_registry import REGISTER_LUA, registered
 from llm_bot.adapters.redis_schedules import RedisSchedule
 from llm_bot.errors import ErasedMeanwhile, MemoryConflict
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.long_term import LongTermBundle
 from llm_bot.memory.messages import ChatMessage
-from llm_bot.memory.working import (
-    ConversationKey,
-    MemoryCommit,
-    ProcessedEvent,
-    Recalled,
-    WorkingMemory,
-)
+from llm_bot.memory.working import MemoryCommit, ProcessedEvent, Recalled, WorkingMemory
 
 MAX_SEQ_PER_TURN = 1000
 

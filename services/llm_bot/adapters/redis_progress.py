@@ -14,8 +14,9 @@ from llm_bot.adapters.redis_memory import MAX_SEQ_PER_TURN
 from llm_bot.adapters.redis_registry import REGISTER_LUA
 from llm_bot.adapters.redis_schedules import RedisSchedule
 from llm_bot.errors import ErasedMeanwhile, MemoryConflict
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.messages import ChatMessage
-from llm_bot.memory.working import ConversationKey, ConversationProgress, WorkingMemory
+from llm_bot.memory.working import ConversationProgress, WorkingMemory
 
 # Every worker write checks the user's erasure generation against the one the job read
 # first (KEYS[1] the mark, ARGV[1] the generation; see redis_erasure.py).

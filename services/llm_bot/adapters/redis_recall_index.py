@@ -39,12 +39,12 @@ from llm_bot.adapters.redis_erasure import mark_changed
 from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.errors import ErasedMeanwhile, IndexModelMismatch
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.hybrid_search import search
 from llm_bot.memory.index_snapshot import IndexSnapshot
 from llm_bot.memory.recall_items import IndexEntry, SearchHit, conversation_prefix
 from llm_bot.memory.search_query import SearchQuery
 from llm_bot.memory.vectors import Vector
-from llm_bot.memory.working import ConversationKey
 
 log = structlog.get_logger(__name__)
 

@@ -25,7 +25,7 @@ from typing import cast
 from llm_bot.adapters.redis_connection import AnyPipeline, RedisClient, queue_script
 from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import ScheduleKeys, activity_member, parse_activity_member
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 
 ZREM_IF_DUE = """
 -- Remove member ARGV[1] from sorted set KEYS[1] only if its score is still <= ARGV[2]

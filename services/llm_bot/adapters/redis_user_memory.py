@@ -30,7 +30,7 @@ from llm_bot.adapters.redis_errors import redis_failures_retryable
 from llm_bot.adapters.redis_keys import RedisKeys, activity_member, user_member
 from llm_bot.adapters.redis_registry import registered
 from llm_bot.errors import ErasedMeanwhile, MemoryUnavailable
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 
 LONG_TERM_KINDS = ("profile", "facts", "episodes", "events")
 CONVERSATION_SCHEDULES = {"activity_at": "activity", "tool_round_due_at": "tool_rounds"}

@@ -58,7 +58,7 @@ from llm_bot.delivery.process_tuning import CONSUMING_TUNING
 from llm_bot.delivery.settlements import RabbitSettlement, Settlement
 from llm_bot.errors import DependencyUnavailable, PublishFailed, log_fields
 from llm_bot.header_text import undecodable
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.service.broker_actions import (
     BrokerAction,
     CopyToDeadLetters,

@@ -41,7 +41,7 @@ from llm_bot.adapters.redis_fair_queue import Admitted, RedisFairQueue, Taken
 from llm_bot.delivery.settlements import ParkedSettlement, Settlement
 from llm_bot.delivery.unanswered import Offered, UnansweredDeliveries, channel_closed
 from llm_bot.errors import LlmBotError, log_fields
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.ports import ConversationLease
 from llm_bot.service.fairness import TenantShares
 from llm_bot.service.handler import earlier_deliveries

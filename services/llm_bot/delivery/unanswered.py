@@ -23,7 +23,7 @@ import structlog
 from aio_pika.abc import AbstractIncomingMessage
 
 from llm_bot.adapters.held_message import HeldMessage
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)

@@ -37,8 +37,8 @@ from llm_bot.entrypoints.startup import check_redis
 from llm_bot.fake_model import FakeModelServer, RecordedRequest, ToolCalls
 from llm_bot.fake_model.memory_prompts import memory_responder, schema_name
 from llm_bot.fake_model.scripts import Reply
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.memory_message import is_memory_message
-from llm_bot.memory.working import ConversationKey
 
 DEMO_PROMPTS = (
     "Hi! My name is Ann and I speak Thai.",

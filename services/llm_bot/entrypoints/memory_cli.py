@@ -16,7 +16,7 @@ from llm_bot.bootstrap import (
     redis_client,
 )
 from llm_bot.config import Settings
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.service.erasure import Eraser
 
 

@@ -26,7 +26,7 @@ from llm_bot.bootstrap import (
     utc_now,
 )
 from llm_bot.config import ConfigurationError, Settings
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.ports import Embedder, RecallIndex
 from llm_bot.service.indexer import Indexer
 from llm_bot.service.retriever import Retriever

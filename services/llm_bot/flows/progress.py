@@ -32,7 +32,7 @@ from llm_bot.flows.answers import (
     wants_to_exit,
 )
 from llm_bot.flows.definitions import Flow, Question
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 
 Status = Literal["running", "completed", "exited"]
 EXIT_REPLY_MAX_WORDS = 4

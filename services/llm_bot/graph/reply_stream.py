@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from llm_bot.contract import CandidateDeltaV1
 from llm_bot.contract.messages import candidate_id
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.ports import ReplyChannel
 from llm_bot.service.commands import ChatEvent
 

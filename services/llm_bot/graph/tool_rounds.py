@@ -14,9 +14,10 @@ from datetime import datetime
 from typing import Protocol
 
 from llm_bot.graph.turn_messages import next_seq, numbered
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.tool_rounds import ToolRound, closing_messages
-from llm_bot.memory.working import ConversationKey, Recalled
+from llm_bot.memory.working import Recalled
 from llm_bot.ports import ToolSpec
 from llm_bot.service.chat_runs import Route
 from llm_bot.service.commands import ChatEvent, RecordToolResult, ReplyToMessage

@@ -13,6 +13,7 @@ from llm_bot.errors import ErasedMeanwhile
 from llm_bot.inspector import actions, views
 from llm_bot.inspector.routing import Pages, allowed, csrf_checked_form
 from llm_bot.inspector.sessions import Session
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.fact_edits import (
     MAX_FACT_CHARS,
     FactEditRefused,
@@ -20,7 +21,6 @@ from llm_bot.memory.fact_edits import (
     current_fact,
 )
 from llm_bot.memory.long_term import SemanticFact
-from llm_bot.memory.working import ConversationKey
 
 
 async def _confirmed(

@@ -25,7 +25,7 @@ from llm_bot.inspector.rendering import environment
 from llm_bot.inspector.routing import Pages, allowed, csrf_checked_form, form_of, wants_json
 from llm_bot.inspector.sessions import COOKIE
 from llm_bot.inspector.wiring import Inspector
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 
 CSP = (
     "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; "

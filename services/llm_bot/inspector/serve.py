@@ -18,7 +18,7 @@ from llm_bot.inspector.access_keys import InspectorKeys
 from llm_bot.inspector.app import create_app
 from llm_bot.inspector.why import dry_run
 from llm_bot.inspector.wiring import build_inspector, inspector_keys
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 
 log = structlog.get_logger(__name__)
 

@@ -14,8 +14,8 @@ from typing import cast
 from llm_bot.adapters.redis_connection import RedisClient
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.adapters.redis_registry import registered
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.messages import ChatMessage
-from llm_bot.memory.working import ConversationKey
 
 _BATCH = 200
 

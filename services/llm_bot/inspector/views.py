@@ -11,8 +11,8 @@ from llm_bot.entrypoints.memory_cli import show_memory
 from llm_bot.inspector.retention_horizon import retention_horizon
 from llm_bot.inspector.why import dry_run
 from llm_bot.inspector.wiring import Inspector
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.long_term import SemanticFact
-from llm_bot.memory.working import ConversationKey
 
 PAGE_SIZE = 50
 

@@ -20,11 +20,11 @@ from llm_bot.graph.model_call import prompt_context
 from llm_bot.graph.recall import already_shown, conversation_texts
 from llm_bot.graph.state import GraphContext
 from llm_bot.graph.tool_rounds import turn_start
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.memory_block import recalled_group, recalled_line
 from llm_bot.memory.memory_message import read_memory
 from llm_bot.memory.recall_items import SearchHit, conversation_of
 from llm_bot.memory.window import WindowAppend, bounded_messages
-from llm_bot.memory.working import ConversationKey
 from llm_bot.service.commands import ReplyToMessage
 from llm_bot.service.retriever import NOTHING, Retrieval
 

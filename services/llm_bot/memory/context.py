@@ -61,7 +61,7 @@ from llm_bot.memory.recall_budget import GROUP_OVERHEAD_TOKENS, LINE_OVERHEAD_TO
 from llm_bot.memory.shortening import shorten_middle
 from llm_bot.memory.tokens import TokenCounter
 from llm_bot.memory.tool_rounds import canonical_tool_sequence
-from llm_bot.memory.topic import RecalledRecord
+from llm_bot.memory.topic_state import RecalledRecord
 
 ELLIPSIS = "…"
 

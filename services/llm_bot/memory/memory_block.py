@@ -63,7 +63,7 @@ from llm_bot.memory.long_term import LongTermBundle
 from llm_bot.memory.memory_message import quote_json
 from llm_bot.memory.recall_budget import UNDATED
 from llm_bot.memory.stored_text import sanitize
-from llm_bot.memory.topic import RecalledRecord
+from llm_bot.memory.topic_state import RecalledRecord
 
 WEEKDAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 

@@ -15,38 +15,15 @@ from __future__ import annotations
 import base64
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
+from llm_bot.memory.topic_state import RecalledRecord, TopicState
 from llm_bot.memory.vectors import Vector, unit
 
 
-class RecalledRecord(BaseModel):
-    """One recalled item as the prompt shows it (kept with the topic for reuse)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    id: str
-    text: str
-    score: float
-    date: str = ""
-    speaker: str = ""
-    turn: int = 0
-    seq: int = 0
-
-
-class TopicState(BaseModel):
-    """The conversation's current topic: centroid (base64 float16), how many messages
-    formed it, and the selection its search recalled."""
-
-    model_config = ConfigDict(frozen=True)
-
-    centroid: str
-    size: int = 1
-    selection: tuple[RecalledRecord, ...] = ()
-
-    def vector(self) -> Vector:
-        raw = base64.b64decode(self.centroid)
-        return np.frombuffer(raw, dtype=np.float16).astype(np.float32)
+def centroid_of(topic: TopicState) -> Vector:
+    """The topic's centroid (stored base64, half precision) as a vector."""
+    raw = base64.b64decode(topic.centroid)
+    return np.frombuffer(raw, dtype=np.float16).astype(np.float32)
 
 
 def encode_vector(vector: Vector) -> str:
@@ -55,7 +32,7 @@ def encode_vector(vector: Vector) -> str:
 
 def similarity(topic: TopicState, vector: Vector) -> float:
     """Cosine of ``vector`` with the topic's centroid (0 for vectors of another size)."""
-    centroid = topic.vector()
+    centroid = centroid_of(topic)
     query = unit(vector)
     if centroid.size != query.size:
         return 0.0
@@ -68,7 +45,7 @@ def stays_on_topic(topic: TopicState | None, vector: Vector, threshold: float) -
 
 def joined(topic: TopicState, vector: Vector) -> TopicState:
     """The topic after one more message on it: the centroid is the running mean direction."""
-    centroid = unit(unit(topic.vector()) * topic.size + unit(vector))
+    centroid = unit(unit(centroid_of(topic)) * topic.size + unit(vector))
     return topic.model_copy(update={"centroid": encode_vector(centroid), "size": topic.size + 1})
 
 

@@ -6,19 +6,11 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.long_term import LongTermBundle
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.tool_rounds import ToolRound
-from llm_bot.memory.topic import TopicState
-
-
-@dataclass(frozen=True)
-class ConversationKey:
-    """Tenant + user + conversation: the scope of working memory (ids already validated)."""
-
-    tenant_id: str
-    user_id: str
-    conversation_id: str
+from llm_bot.memory.topic_state import TopicState
 
 
 class WorkingMemory(BaseModel):

@@ -15,9 +15,9 @@ from llm_bot.memory.classification import (
     classify_by_keywords,
     parse_model_classification,
 )
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.long_term import NotableEvent, stable_id
 from llm_bot.memory.messages import ChatMessage
-from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import LongTermStore, MemoryProgress, StructuredModel
 from llm_bot.telemetry.metrics import Metrics
 

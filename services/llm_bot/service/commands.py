@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Literal, get_args
 from llm_bot.contract import InternalEventV2, ToolTrace, TranscriptMessage
 from llm_bot.contract.messages import EventType
 from llm_bot.errors import InvalidEvent
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.ports import ToolSpec
 
 ChatEventType = Literal["message", "transcript", "tool.call", "tool.result"]

@@ -25,10 +25,11 @@ from llm_bot.memory.compaction import (
     summarizer_messages,
     turns_to_compact,
 )
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.fact_updates import apply_facts, related_facts
 from llm_bot.memory.long_term import EpisodicSummary, ProfileAttribute, Source, stable_id
 from llm_bot.memory.messages import ChatMessage
-from llm_bot.memory.working import ConversationKey, WorkingMemory
+from llm_bot.memory.working import WorkingMemory
 from llm_bot.ports import ConversationLease, LongTermStore, MemoryProgress, StructuredModel
 from llm_bot.telemetry.metrics import Metrics
 

@@ -9,8 +9,8 @@ from typing import Protocol
 import structlog
 
 from llm_bot.memory.conversation_erasure import ConversationPruning
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.recall_items import long_term_entry_ids
-from llm_bot.memory.working import ConversationKey
 
 log = structlog.get_logger(__name__)
 

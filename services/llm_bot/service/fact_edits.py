@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.fact_edits import FactRemoval, correction
 from llm_bot.memory.fact_updates import FactChange
-from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import ConversationLease, LongTermStore, MemoryProgress
 from llm_bot.service.compactor import user_scope
 from llm_bot.service.indexer import Indexer

@@ -18,7 +18,7 @@ import structlog
 
 from llm_bot.contract import FlowResultV1
 from llm_bot.errors import LlmBotError, log_fields
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.ports import ConversationLease
 from llm_bot.service.flow_runner import FlowRunner
 from llm_bot.service.sweep_drain import drain_due

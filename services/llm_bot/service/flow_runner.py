@@ -35,7 +35,7 @@ from llm_bot.flows.answers import NOT_ANSWERED, Answer
 from llm_bot.flows.definitions import Flow, Question
 from llm_bot.flows.flow_graph import build_flow_graph
 from llm_bot.flows.progress import FlowState, flow_result, opening, valid_value
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.ports import StructuredModel
 
 log = structlog.get_logger(__name__)

@@ -19,7 +19,7 @@ import structlog
 from llm_bot.contract import InternalEventV2, MemoryJobV1
 from llm_bot.contract.messages import derived_id
 from llm_bot.errors import LlmBotError, RetryableError, log_fields
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.ports import ConversationLease
 from llm_bot.service.chat_runs import ChatRunner
 from llm_bot.service.commands import (

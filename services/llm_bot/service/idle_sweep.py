@@ -13,7 +13,7 @@ import structlog
 
 from llm_bot.contract import MemoryJobV1
 from llm_bot.errors import LlmBotError, log_fields
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.ports import MemoryProgress
 from llm_bot.service.sweep_drain import SWEEP_BATCH, SWEEP_BUDGET_SECONDS, drain_due
 from llm_bot.telemetry.metrics import Metrics

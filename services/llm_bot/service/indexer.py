@@ -23,6 +23,7 @@ import numpy as np
 import structlog
 
 from llm_bot.errors import IndexModelMismatch, log_fields
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.long_term import SemanticFact
 from llm_bot.memory.recall_items import (
     LONG_TERM_PREFIX,
@@ -38,7 +39,6 @@ from llm_bot.memory.recall_items import (
 )
 from llm_bot.memory.stale_statements import states_replaced_value, still_true
 from llm_bot.memory.vectors import Vector
-from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import Embedder, LongTermStore, MemoryProgress, RecallIndex
 from llm_bot.telemetry.metrics import Metrics
 

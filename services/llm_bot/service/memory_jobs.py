@@ -28,7 +28,7 @@ from llm_bot.errors import (
     RetryableError,
     log_fields,
 )
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.ports import MemoryProgress
 from llm_bot.service.classifier import MessageClassifier
 from llm_bot.service.compactor import Compactor

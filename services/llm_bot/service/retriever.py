@@ -24,21 +24,16 @@ import structlog
 from opentelemetry.trace import Tracer
 
 from llm_bot.errors import LlmBotError, log_fields
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.keyword_matching import is_filler
 from llm_bot.memory.query_parts import message_query, question_parts
 from llm_bot.memory.recall_budget import CANDIDATE_LIMIT, within_tokens
 from llm_bot.memory.recall_items import SearchHit
 from llm_bot.memory.scripts import mixes_scripts
 from llm_bot.memory.tokens import TokenCounter, default_token_counter
-from llm_bot.memory.topic import (
-    RecalledRecord,
-    TopicState,
-    joined,
-    new_topic,
-    stays_on_topic,
-)
+from llm_bot.memory.topic import joined, new_topic, stays_on_topic
+from llm_bot.memory.topic_state import RecalledRecord, TopicState
 from llm_bot.memory.vectors import Vector
-from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import Embedder, RecallIndex
 from llm_bot.telemetry.metrics import Metrics
 

@@ -21,8 +21,8 @@ import structlog
 
 from llm_bot.contract import EventSource, InternalEventV2, ToolTrace
 from llm_bot.errors import LlmBotError, log_fields
+from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.tool_rounds import ToolRound, no_result
-from llm_bot.memory.working import ConversationKey
 from llm_bot.ports import MemoryProgress
 from llm_bot.service.sweep_drain import drain_due
 from llm_bot.telemetry.metrics import Metrics
