@@ -22,6 +22,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from llm_bot.memory.filler_words import FILLER_ENGLISH, FILLER_THAI, THAI_PARTICLES
 from llm_bot.memory.keyword_matching import VARIATION_SELECTORS, PreparedText, is_filler
 from llm_bot.memory.keyword_rules import (
     ANGER_BOOST,
@@ -30,10 +31,7 @@ from llm_bot.memory.keyword_rules import (
     CASUAL_QUESTION_IMPORTANCE,
     EVENT_RULES,
     EVENT_TYPES,
-    FILLER_ENGLISH,
     FILLER_IMPORTANCE,
-    FILLER_THAI,
-    THAI_PARTICLES,
     TOPIC_RULES,
     UNRECOGNISED_IMPORTANCE,
     URGENCY_BOOST,

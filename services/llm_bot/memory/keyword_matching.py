@@ -19,7 +19,8 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Final
 
-from llm_bot.memory.keyword_rules import FILLER_ENGLISH, FILLER_THAI, THAI_PARTICLES, KeywordRule
+from llm_bot.memory.filler_words import FILLER_ENGLISH, FILLER_THAI, THAI_PARTICLES
+from llm_bot.memory.keyword_rules import KeywordRule
 
 _LAUGHTER = re.compile(r"(?<!\d)(?:5{3,}|\u0e55{3,})(?!\d)|(?<![a-z])(?:ha|he|ah){2,}h?(?![a-z])")
 VARIATION_SELECTORS = frozenset(chr(code) for code in range(0xFE00, 0xFE10))
