@@ -50,6 +50,22 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("worker", help="the memory worker: classify, compact, finalize")
     commands.add_parser("demo", help="a 7-turn conversation through RabbitMQ with a fake model")
     _add_ask(commands)
+    _add_gateway(commands)
+    _add_inspect(commands)
+    _add_memory(commands)
+
+    dlq = commands.add_parser("dlq", help="list or replay dead-lettered events")
+    _add_dlq_actions(dlq)
+
+    schemas = commands.add_parser("schemas", help="write the JSON Schemas into schemas/")
+    schemas.add_argument("--dir", type=Path, default=Path("schemas"))
+    schemas.add_argument("--check", action="store_true", help="fail if the files are stale")
+
+    _add_fake_model(commands)
+    return parser
+
+
+def _add_gateway(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     gateway = commands.add_parser(
         "gateway",
         help="serve the OpenAI-compatible HTTP API (POST /v1/chat/completions)",
@@ -70,6 +86,8 @@ def _parser() -> argparse.ArgumentParser:
         "--new", action="store_true", help="make a new random key (printed once) instead"
     )
 
+
+def _add_inspect(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     inspect = commands.add_parser(
         "inspect", help="serve the memory inspector in the browser (needs LLM_BOT_INSPECTOR_KEYS)"
     )
@@ -81,6 +99,8 @@ def _parser() -> argparse.ArgumentParser:
     scope.add_argument("--tenant", help="the one tenant the key may inspect")
     scope.add_argument("--all", action="store_true", help="the key may inspect every tenant")
 
+
+def _add_memory(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     memory = commands.add_parser("memory", help="inspect or erase memory")
     memory_commands = memory.add_subparsers(dest="memory_command", required=True, metavar="ACTION")
     show = memory_commands.add_parser("show", help="show a conversation's memory")
@@ -112,18 +132,7 @@ def _parser() -> argparse.ArgumentParser:
     reindex.add_argument(
         "--rebuild", action="store_true", help="drop and rebuild (after changing the model)"
     )
-
     _add_transfer_actions(memory_commands)
-
-    dlq = commands.add_parser("dlq", help="list or replay dead-lettered events")
-    _add_dlq_actions(dlq)
-
-    schemas = commands.add_parser("schemas", help="write the JSON Schemas into schemas/")
-    schemas.add_argument("--dir", type=Path, default=Path("schemas"))
-    schemas.add_argument("--check", action="store_true", help="fail if the files are stale")
-
-    _add_fake_model(commands)
-    return parser
 
 
 def _add_fake_model(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

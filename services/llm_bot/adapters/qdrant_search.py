@@ -94,14 +94,7 @@ class QdrantSearch:
         dense[: len(dense_hits)] = [p.score for p in dense_hits]
         found = np.arange(len(ids)) < len(dense_hits)
         keyword = np.fromiter((by_keyword.get(p, 0.0) for p in ids), np.float32, len(ids))
-        matched = keyword > 0
-        rankings = [rank(keyword, matched, CANDIDATES_PER_RANKING)]
-        speakers = {p: f["speaker"] for p, f in fields.items()}
-        named = query_speakers(set(speakers.values()), query)
-        spoken = np.fromiter((speakers.get(p) in named for p in ids), np.bool_, len(ids))
-        by_speaker = speaker_ranking(keyword, matched, spoken) if named else None
-        if by_speaker is not None:
-            rankings.append(by_speaker)
+        rankings = _keyword_rankings(keyword, ids, fields, query)
         models = {f["model"] for f in fields.values()}
         if vector is not None and (dense_hits or model in models):
             rankings.insert(0, rank(dense, found, CANDIDATES_PER_RANKING))
@@ -516,6 +509,22 @@ def _own_vector(stored: object) -> Vector | None:
         return None
     first = stored[0] if isinstance(stored[0], list) else stored
     return unit(np.asarray(first, np.float32))
+
+
+def _keyword_rankings(
+    keyword: Vector, ids: Sequence[str], fields: dict[str, dict[str, Any]], query: SearchQuery
+) -> list[list[int]]:
+    """The keyword ranking of the points ``ids`` (BM25 by row) and, when the query names a
+    speaker, the keyword ranking among what the named speakers said."""
+    matched = keyword > 0
+    rankings = [rank(keyword, matched, CANDIDATES_PER_RANKING)]
+    speakers = {p: f["speaker"] for p, f in fields.items()}
+    named = query_speakers(set(speakers.values()), query)
+    spoken = np.fromiter((speakers.get(p) in named for p in ids), np.bool_, len(ids))
+    by_speaker = speaker_ranking(keyword, matched, spoken) if named else None
+    if by_speaker is not None:
+        rankings.append(by_speaker)
+    return rankings
 
 
 def _best_by_row(
