@@ -11,6 +11,7 @@ from llm_bot.graph.commit import commit_turn, turn_job
 from llm_bot.graph.state import GraphState
 from llm_bot.graph.tool_rounds import RoundDeadlines
 from llm_bot.memory.messages import ChatMessage
+from llm_bot.service.chat_runs import Route
 from llm_bot.service.commands import ChatEvent
 from llm_bot.service.personas import Persona
 from tests.support.reply_path import (
@@ -49,7 +50,7 @@ async def recorded_state(path: ReplyPath, event: ChatEvent, **extra: object) -> 
     )
     graph_state: GraphState = {
         "event": event,
-        "route": "reply",
+        "route": Route.REPLY,
         "recalled": recalled,
         "turn": recalled.last_turn + 1,
         "turn_messages": [asked],

@@ -64,7 +64,7 @@ async def test_a_first_message_opens_turn_one_and_goes_to_the_model() -> None:
     retrieval is off (counted)."""
     path = reply_path()
     event = message("hello")
-    routed = await recall(path, event, "reply")
+    routed = await recall(path, event, Route.REPLY)
     assert routed.goto == "call_model"
     state = update(routed)
     assert (state["route"], state["turn"]) == ("reply", 1)
@@ -80,7 +80,7 @@ async def test_a_message_after_earlier_turns_opens_the_next_turn() -> None:
     path = reply_path()
     for text in ("one", "two"):
         await path.runner.run(message(text), None)
-    state = update(await recall(path, message("three"), "reply"))
+    state = update(await recall(path, message("three"), Route.REPLY))
     assert state["turn"] == 3
     assert len(bounded_messages([], state["messages"])) == 5
 
@@ -91,7 +91,7 @@ async def test_a_redelivered_event_ends_as_a_duplicate() -> None:
     path = reply_path()
     event = message("hello")
     first = await path.runner.run(event, None)
-    routed = await recall(path, event, "reply")
+    routed = await recall(path, event, Route.REPLY)
     assert routed.goto == END
     state = update(routed)
     assert state["route"] == "duplicate"
@@ -104,11 +104,13 @@ async def test_tool_traces_and_transcripts_go_to_remember() -> None:
     """A tool call joins the current turn (at least turn 1); a transcript is numbered
     message by message; neither calls the model."""
     path = reply_path()
-    call = update(routed := await recall(path, tool_call("call_1", "lookup"), "tool"))
+    call = update(routed := await recall(path, tool_call("call_1", "lookup"), Route.TOOL))
     assert routed.goto == "remember"
     [traced] = call["turn_messages"]
     assert (traced.role, traced.turn, traced.tool_calls[0].id) == ("assistant", 1, "call_1")
-    imported = await recall(path, transcript(("user", "hi"), ("assistant", "hello")), "transcript")
+    imported = await recall(
+        path, transcript(("user", "hi"), ("assistant", "hello")), Route.TRANSCRIPT
+    )
     assert imported.goto == "remember"
     assert [(m.role, m.turn) for m in update(imported)["turn_messages"]] == [
         ("user", 1),
@@ -123,7 +125,7 @@ async def test_the_last_result_of_a_round_continues_the_turn() -> None:
     await path.runner.run(message("look up", tools=(function("a"), function("b"))), None)
     first = await path.runner.run(tool_result("call_a"), None)
     assert first.route == "tool"
-    routed = await recall(path, tool_result("call_b"), "tool")
+    routed = await recall(path, tool_result("call_b"), Route.TOOL)
     assert routed.goto == "call_model"
     state = update(routed)
     assert (state["route"], state["rounds_done"]) == ("continue", 1)
@@ -136,7 +138,7 @@ async def test_a_result_already_answered_changes_nothing() -> None:
     path = reply_path(script=[tool_calls_reply("a", "b")])
     await path.runner.run(message("look up", tools=(function("a"), function("b"))), None)
     await path.runner.run(tool_result("call_a"), None)
-    routed = await recall(path, tool_result("call_a"), "tool")
+    routed = await recall(path, tool_result("call_a"), Route.TOOL)
     assert (routed.goto, update(routed)["route"]) == (END, "tool_duplicate")
 
 
@@ -145,7 +147,7 @@ async def test_a_message_closes_the_open_round_first() -> None:
     before the message, in the same turn's window (counted as ``closed``)."""
     path = reply_path(script=[tool_calls_reply("a")])
     await path.runner.run(message("look up", tools=(function("a"),)), None)
-    state = update(await recall(path, message("never mind"), "reply"))
+    state = update(await recall(path, message("never mind"), Route.REPLY))
     roles = [(m.role, m.tool_call_id) for m in state["turn_messages"]]
     assert roles == [("tool", "call_a"), ("user", None)]
     assert state["tool_round"] is None
@@ -159,10 +161,10 @@ async def test_the_persona_asked_for_or_remembered_answers() -> None:
         named={"pirate": Persona("pirate", "Arr.", retrieval=False)},
     )
     path = reply_path(personas=personas)
-    asked = update(await recall(path, message("ahoy", persona="pirate"), "reply"))
+    asked = update(await recall(path, message("ahoy", persona="pirate"), Route.REPLY))
     assert asked["persona"].name == "pirate"
     await path.runner.run(message("ahoy", persona="pirate"), None)
-    later = update(await recall(path, message("and then?"), "reply"))
+    later = update(await recall(path, message("and then?"), Route.REPLY))
     assert later["persona"].name == "pirate"
 
 
@@ -186,7 +188,7 @@ async def test_a_message_recalls_from_the_users_index_what_the_window_lacks() ->
     await index.upsert(KEY.tenant_id, KEY.user_id, vectors, model="none", erasure="")
     window = await path.runner.run(message("hi", event_id="e2"), None)
     assert window.route == "reply"
-    state = update(await recall(path, message("what about Biscuit?"), "reply", retriever))
+    state = update(await recall(path, message("what about Biscuit?"), Route.REPLY, retriever))
     retrieval = state["retrieval"]
     assert retrieval.outcome == "searched"
     assert [r.id for r in retrieval.records] == ["m|c0|e1"]
@@ -212,4 +214,4 @@ async def test_a_failed_load_propagates() -> None:
     path = reply_path()
     path.memory.fail("load", MemoryUnavailable("redis down"))
     with pytest.raises(MemoryUnavailable):
-        await recall(path, message("hello"), "reply")
+        await recall(path, message("hello"), Route.REPLY)

@@ -16,6 +16,7 @@ from llm_bot.graph.tool_rounds import RoundDeadlines
 from llm_bot.memory.window import WindowBounds, reduce_window
 from llm_bot.memory.working import MemoryCommit, ProcessedEvent, WorkingMemory
 from llm_bot.ports import MemoryStore
+from llm_bot.service.chat_runs import Route
 from llm_bot.service.commands import ChatEvent, ReplyToMessage
 from llm_bot.telemetry.metrics import Metrics
 
@@ -46,7 +47,7 @@ async def commit_turn(
     if event.lang:
         session["language"] = event.lang
     persona = state.get("persona")
-    if persona is not None and isinstance(event, ReplyToMessage) and state["route"] != "flow":
+    if persona is not None and isinstance(event, ReplyToMessage) and state["route"] != Route.FLOW:
         session["persona"] = persona.name  # tool results and later messages continue it
     retrieval = state.get("retrieval")
     working = WorkingMemory(

@@ -17,6 +17,7 @@ from llm_bot.contract import CandidateV1, FlowResultV1
 from llm_bot.graph.commit import turn_job
 from llm_bot.graph.tool_rounds import RoundDeadlines
 from llm_bot.memory.working import ProcessedEvent, Recalled
+from llm_bot.service.chat_runs import Route
 from llm_bot.service.commands import ChatEvent
 from llm_bot.service.flow_runner import FlowRunner, FlowTurn
 
@@ -39,7 +40,7 @@ class DuplicateReplay:
         the result of the flow it ended, while that flow's checkpoint says it may not have
         gone out)."""
         log.info("event.duplicate", turn=processed.turn)
-        update: dict[str, Any] = {"route": "duplicate", "recalled": recalled}
+        update: dict[str, Any] = {"route": Route.DUPLICATE, "recalled": recalled}
         tokens = None
         if processed.candidate_json:
             candidate = CandidateV1.model_validate_json(processed.candidate_json)

@@ -20,6 +20,7 @@ from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.window import WindowAppend, WindowBounds, reduce_window
 from llm_bot.memory.working import Recalled
 from llm_bot.ports import MemoryStore
+from llm_bot.service.chat_runs import Route
 from llm_bot.service.commands import ChatEvent, RecordToolResult, ReplyToMessage
 from llm_bot.service.personas import PersonaCatalog
 from llm_bot.service.retriever import Retrieval, Retriever
@@ -42,7 +43,7 @@ async def recall_turn(
     """The event's turn, window and recalled memory, and the node that goes on with it."""
     event = state["event"]
     message = event if isinstance(event, ReplyToMessage) else None
-    replying = state["route"] == "reply" and message is not None
+    replying = state["route"] == Route.REPLY and message is not None
     asked = personas.choose(event.persona) if event.persona is not None else None
     searching = retriever is not None and replying and (asked is None or asked.retrieval)
     query = (
@@ -67,10 +68,10 @@ async def recall_turn(
     searching = searching and persona.retrieval
     loaded = recalled.memory.messages
     step, added = turn_start(state["route"], event, recalled, persona, max_rounds=max_tool_rounds)
-    if step.route == "tool_duplicate":
+    if step.route == Route.TOOL_DUPLICATE:
         called = event.tool.tool_call_id if isinstance(event, RecordToolResult) else ""
         log.info("tool.duplicate_result", tool_call_id=called)
-        return Command(update={"route": "tool_duplicate", "recalled": recalled}, goto=END)
+        return Command(update={"route": Route.TOOL_DUPLICATE, "recalled": recalled}, goto=END)
     update: dict[str, Any] = {
         "route": step.route,
         "recalled": recalled,
@@ -82,7 +83,7 @@ async def recall_turn(
         "tool_round": step.tool_round,
         "persona": persona,
     }
-    if step.route == "continue" and recalled.memory.topic is not None:
+    if step.route == Route.CONTINUE and recalled.memory.topic is not None:
         # The turn goes on: what was recalled for its message stays (and the prefix too).
         topic = recalled.memory.topic
         update["retrieval"] = Retrieval("topic_reuse", topic.selection, topic, 0.0)
@@ -96,13 +97,13 @@ async def recall_turn(
             exclude=already_shown(recalled, added, bounds),
             topic=recalled.memory.topic,
         )
-    if step.route == "continue":
+    if step.route == Route.CONTINUE:
         metrics.tool_rounds.labels("completed").inc()
     if step.closing:
         metrics.tool_rounds.labels("closed").inc()
     if step.route in ROUTES_WITHOUT_MODEL:
         return Command(update=update, goto="remember")
-    return Command(update=update, goto="flow" if step.route == "flow" else "call_model")
+    return Command(update=update, goto="flow" if step.route == Route.FLOW else "call_model")
 
 
 def conversation_texts(recalled: Recalled) -> list[str]:
@@ -130,5 +131,5 @@ async def _ended_early(
         return await replay(event, recalled, recalled.processed)
     if event.created_at.timestamp() <= recalled.erased_before:
         log.info("event.skipped", reason="erased_after_it_was_made")
-        return Command(update={"route": "skip", "recalled": recalled}, goto=END)
+        return Command(update={"route": Route.SKIP, "recalled": recalled}, goto=END)
     return None

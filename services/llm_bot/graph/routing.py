@@ -13,6 +13,7 @@ import structlog
 from langgraph.graph import END
 from langgraph.types import Command
 
+from llm_bot.service.chat_runs import Route
 from llm_bot.service.commands import (
     ChatEvent,
     ImportTranscript,
@@ -27,7 +28,7 @@ log = structlog.get_logger(__name__)
 
 INGEST_NEXT = ("recall", END)
 """Where the entry node may go: on to ``recall``, or nowhere (SKIP)."""
-ROUTES_WITHOUT_MODEL = ("tool", "transcript")
+ROUTES_WITHOUT_MODEL = (Route.TOOL, Route.TRANSCRIPT)
 """Routes that only record what they bring: ``recall`` sends them to ``remember``."""
 RECALL_NEXT = ("call_model", "remember", END)
 FLOW_RECALL_NEXT = (*RECALL_NEXT, "flow")
@@ -38,14 +39,14 @@ def route_event(event: ChatEvent) -> Command[str]:
     rest."""
     match event:
         case RecordToolCall() | RecordToolResult():
-            return Command(update={"route": "tool"}, goto="recall")
+            return Command(update={"route": Route.TOOL}, goto="recall")
         case ImportTranscript():
-            return Command(update={"route": "transcript"}, goto="recall")
+            return Command(update={"route": Route.TRANSCRIPT}, goto="recall")
         case ReplyToMessage() if not event.text.strip():
             log.info("event.skipped", reason="no_prompt_text")
-            return Command(update={"route": "skip"}, goto=END)
+            return Command(update={"route": Route.SKIP}, goto=END)
         case ReplyToMessage():
-            return Command(update={"route": "reply"}, goto="recall")
+            return Command(update={"route": Route.REPLY}, goto="recall")
         case _:
             assert_never(event)
 
@@ -61,5 +62,5 @@ async def route_to_flow_or_chat(
         if (asked is not None and asked.flow is not None) or await flows.takes(
             event.key, event.event_id
         ):
-            return Command(update={"route": "flow"}, goto="recall")
+            return Command(update={"route": Route.FLOW}, goto="recall")
     return route_event(event)

@@ -43,7 +43,7 @@ def turn_start(
     closing "no result" messages first). ``recall`` and the inspector's dry run use it."""
     asked = event.tools if isinstance(event, ReplyToMessage) else ()
     step = tool_step(route, event, recalled, max_rounds, persona.tools.for_message(asked))
-    if step.route == "tool_duplicate":
+    if step.route == Route.TOOL_DUPLICATE:
         return step, []
     return step, [*step.closing, *numbered(event, recalled)]
 
@@ -57,7 +57,7 @@ def tool_step(
 ) -> ToolStep:
     """The step of ``event`` on the round ``recalled`` holds (see the module's rules)."""
     current = recalled.memory.tool_round
-    if route in ("reply", "flow"):
+    if route in (Route.REPLY, Route.FLOW):
         if current is None or current.complete():
             return ToolStep(route, None, tools=offered)
         closing = closing_messages(
@@ -72,7 +72,7 @@ def tool_step(
         return ToolStep(route, current)
     call_id = event.tool.tool_call_id
     if any(m.role == "tool" and m.tool_call_id == call_id for m in recalled.memory.messages):
-        return ToolStep("tool_duplicate", current)  # answered already, in this round or before
+        return ToolStep(Route.TOOL_DUPLICATE, current)  # answered already, in this round or before
     if current is None:
         return ToolStep(route, current)
     return _answered(route, current, call_id, max_rounds)
@@ -81,14 +81,14 @@ def tool_step(
 def _answered(route: Route, current: ToolRound, call_id: str, max_rounds: int) -> ToolStep:
     """The step of a tool result for ``call_id`` while ``current`` is open."""
     if call_id in current.answered:
-        return ToolStep("tool_duplicate", current)
+        return ToolStep(Route.TOOL_DUPLICATE, current)
     if call_id not in current.calls:
         return ToolStep(route, current)
     answered = current.answer(call_id)
     if not answered.complete():
         return ToolStep(route, answered)
     tools = answered.tools if answered.round < max_rounds else ()
-    return ToolStep("continue", None, tools=tools, rounds_done=answered.round)
+    return ToolStep(Route.CONTINUE, None, tools=tools, rounds_done=answered.round)
 
 
 class ToolRoundScheduler(Protocol):

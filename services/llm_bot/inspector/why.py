@@ -25,6 +25,7 @@ from llm_bot.memory.memory_block import recalled_group, recalled_line
 from llm_bot.memory.memory_message import read_memory
 from llm_bot.memory.recall_items import SearchHit, conversation_of
 from llm_bot.memory.window import WindowAppend, bounded_messages
+from llm_bot.service.chat_runs import Route
 from llm_bot.service.commands import ReplyToMessage
 from llm_bot.service.retriever import NOTHING, Retrieval
 
@@ -39,7 +40,7 @@ async def dry_run(
     recalled = await ctx.memory.load(key, DRY_RUN_EVENT_ID)
     event = ReplyToMessage(event_id=DRY_RUN_EVENT_ID, key=key, created_at=at, text=text)
     persona = ctx.persona_catalog.choose(None, recalled.memory.session.get("persona"))
-    _step, added = turn_start("reply", event, recalled, persona, max_rounds=ctx.max_tool_rounds)
+    _step, added = turn_start(Route.REPLY, event, recalled, persona, max_rounds=ctx.max_tool_rounds)
     window = bounded_messages([], WindowAppend((*recalled.memory.messages, *added), ctx.bounds))
     retrieval: Retrieval = NOTHING
     hits: list[SearchHit] = []

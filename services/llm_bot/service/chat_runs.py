@@ -8,16 +8,32 @@ depends on the service, never the reverse.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from enum import StrEnum
+from typing import Protocol
 
 from llm_bot.contract import CandidateV1, FlowResultV1, MemoryJobV1
 from llm_bot.service.commands import ChatEvent
 
-Route = Literal[
-    "skip", "duplicate", "tool", "tool_duplicate", "transcript", "reply", "continue", "flow"
-]
-"""``continue``: a tool result completed its round, the model is called again; ``flow``:
-the message goes to the conversation's flow (chosen by ``supervisor``)."""
+
+class Route(StrEnum):
+    """Where a run of the reply graph went, as its state carries it and the handler matches
+    it (exhaustively: a new route is a type error until the handler handles it)."""
+
+    SKIP = "skip"
+    """A message without prompt text."""
+    DUPLICATE = "duplicate"
+    """An event answered before: its stored candidate again."""
+    TOOL = "tool"
+    """A tool call or result recorded."""
+    TOOL_DUPLICATE = "tool_duplicate"
+    """A tool result for a call already answered."""
+    TRANSCRIPT = "transcript"
+    """An imported transcript recorded."""
+    REPLY = "reply"
+    CONTINUE = "continue"
+    """A tool result completed its round: the model is called again."""
+    FLOW = "flow"
+    """The message goes to the conversation's flow (chosen by ``supervisor``)."""
 
 
 @dataclass(frozen=True)

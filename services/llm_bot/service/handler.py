@@ -21,7 +21,7 @@ from llm_bot.contract.messages import derived_id
 from llm_bot.errors import LlmBotError, RetryableError, log_fields
 from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.ports import ConversationLease
-from llm_bot.service.chat_runs import ChatRunner
+from llm_bot.service.chat_runs import ChatRunner, Route
 from llm_bot.service.commands import (
     ChatEvent,
     EndConversation,
@@ -241,23 +241,27 @@ class EventHandler:
         )
         async with held as token:
             run = await self._chats.run(command, token)
-        route = run.route
-        if route == "skip":
-            return Skipped("no prompt text")
-        if route == "duplicate":
-            return Duplicate(run.candidate, job=run.job, flow_result=run.flow_result)
-        if route == "tool":
-            return Recorded(f"{command.event_type} recorded in turn {run.turn}")
-        if route == "tool_duplicate":
-            return Skipped("tool result for a call already answered")
-        if route == "transcript" and isinstance(command, ImportTranscript):
-            return Recorded(
-                f"transcript: {len(command.transcript)} messages recorded through turn {run.turn}",
-                job=run.job,
-            )
-        if run.candidate is None:
-            raise TypeError(f"the reply graph's route {route!r} made no candidate")
-        return Replied(run.candidate, job=run.job, flow_result=run.flow_result)
+        match run.route:
+            case Route.SKIP:
+                return Skipped("no prompt text")
+            case Route.DUPLICATE:
+                return Duplicate(run.candidate, job=run.job, flow_result=run.flow_result)
+            case Route.TOOL:
+                return Recorded(f"{command.event_type} recorded in turn {run.turn}")
+            case Route.TOOL_DUPLICATE:
+                return Skipped("tool result for a call already answered")
+            case Route.TRANSCRIPT:
+                messages = len(command.transcript) if isinstance(command, ImportTranscript) else 0
+                return Recorded(
+                    f"transcript: {messages} messages recorded through turn {run.turn}",
+                    job=run.job,
+                )
+            case Route.REPLY | Route.CONTINUE | Route.FLOW:
+                if run.candidate is None:
+                    raise TypeError(f"the reply graph's route {run.route!r} made no candidate")
+                return Replied(run.candidate, job=run.job, flow_result=run.flow_result)
+            case _:
+                assert_never(run.route)
 
 
 async def _still_ours(delivery: Delivery) -> bool:
