@@ -52,8 +52,14 @@ async def _current(pages: Pages, tenant_id: str, user_id: str, fact_id: str) -> 
 
 
 def register(app: FastAPI, pages: Pages) -> None:
-    inspector, session_of = pages.inspector, pages.session_of
     _register_export(app, pages)
+    _register_forgetting(app, pages)
+    _register_fact_removal(app, pages)
+    _register_fact_correction(app, pages)
+
+
+def _register_forgetting(app: FastAPI, pages: Pages) -> None:
+    inspector, session_of = pages.inspector, pages.session_of
 
     @app.api_route("/t/{tenant_id}/u/{user_id}/c/{conversation_id}/forget", methods=["GET", "POST"])
     async def forget_conversation(
@@ -115,6 +121,10 @@ def register(app: FastAPI, pages: Pages) -> None:
 
         return await _confirmed(pages, request, session, what, act)
 
+
+def _register_fact_removal(app: FastAPI, pages: Pages) -> None:
+    inspector, session_of = pages.inspector, pages.session_of
+
     @app.api_route("/t/{tenant_id}/u/{user_id}/f/{fact_id}/remove", methods=["GET", "POST"])
     async def remove_fact(request: Request, tenant_id: str, user_id: str, fact_id: str) -> Response:
         session = session_of(request)
@@ -142,6 +152,10 @@ def register(app: FastAPI, pages: Pages) -> None:
             return ["The fact was removed."]
 
         return await _confirmed(pages, request, session, what, act)
+
+
+def _register_fact_correction(app: FastAPI, pages: Pages) -> None:
+    inspector, session_of = pages.inspector, pages.session_of
 
     @app.api_route("/t/{tenant_id}/u/{user_id}/f/{fact_id}/correct", methods=["GET", "POST"])
     async def correct_fact(
