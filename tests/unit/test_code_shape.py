@@ -19,7 +19,6 @@ KNOWN_LONG_FILES: Mapping[str, str] = {
 }
 KNOWN_LONG_FUNCTIONS: Mapping[str, str] = {
     "llm_bot/telemetry/metrics.py:Metrics.__init__": "instruments defined beside their areas",
-    "llm_bot/entrypoints/gateway.py:build_gateway": "the gateway's stores built apart",
 }
 
 

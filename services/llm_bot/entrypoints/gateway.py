@@ -38,6 +38,7 @@ from llm_bot.gateway.request_limits import LimitSettings, RequestLimits
 from llm_bot.gateway.tenant_personas import TenantPersonas
 from llm_bot.gateway.token_quota import TokenQuota
 from llm_bot.gateway.user_tokens import UserTokens
+from llm_bot.service.token_spending import TenantTokenGuard
 from llm_bot.telemetry.budget_metrics import BudgetMetrics
 from llm_bot.telemetry.gateway_metrics import GatewayMetrics
 from llm_bot.telemetry.tracing import TRACER_NAME, build_tracer_provider
@@ -157,23 +158,7 @@ def build_gateway(
 
     app = create_app(
         bus=bus,
-        settings=GatewaySettings(
-            credentials=_credentials(gateway),
-            timeout_seconds=gateway.timeout_seconds,
-            model_ids=gateway.models,
-            max_body_bytes=settings.delivery.max_body_bytes,
-            personas=TenantPersonas.parse(gateway.tenant_personas),
-            quota=TokenQuota(guard=guard) if guard is not None else None,
-            limits=RequestLimits(
-                LimitSettings(
-                    key_requests_per_minute=gateway.key_requests_per_minute,
-                    user_requests_per_minute=gateway.user_requests_per_minute,
-                    key_in_flight=gateway.key_max_in_flight,
-                    user_in_flight=gateway.user_max_in_flight,
-                )
-            ),
-            throttle=configured_throttle(gateway.auth, "gateway", metrics.registry),
-        ),
+        settings=_gateway_settings(settings, guard, metrics),
         metrics=metrics,
         tracer=provider.get_tracer(TRACER_NAME, __version__),
     )
@@ -214,6 +199,31 @@ def build_gateway(
         tracer_provider=provider,
         metrics=metrics,
         redis=redis,
+    )
+
+
+def _gateway_settings(
+    settings: Settings, guard: TenantTokenGuard | None, metrics: GatewayMetrics
+) -> GatewaySettings:
+    """What the gateway's app reads: its group, the body limit, the tenants' personas, the
+    token quota (with budgets) and the per-key and per-user limits."""
+    gateway = settings.gateway
+    return GatewaySettings(
+        credentials=_credentials(gateway),
+        timeout_seconds=gateway.timeout_seconds,
+        model_ids=gateway.models,
+        max_body_bytes=settings.delivery.max_body_bytes,
+        personas=TenantPersonas.parse(gateway.tenant_personas),
+        quota=TokenQuota(guard=guard) if guard is not None else None,
+        limits=RequestLimits(
+            LimitSettings(
+                key_requests_per_minute=gateway.key_requests_per_minute,
+                user_requests_per_minute=gateway.user_requests_per_minute,
+                key_in_flight=gateway.key_max_in_flight,
+                user_in_flight=gateway.user_max_in_flight,
+            )
+        ),
+        throttle=configured_throttle(gateway.auth, "gateway", metrics.registry),
     )
 
 
