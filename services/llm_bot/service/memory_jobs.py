@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from typing import assert_never
 
 import structlog
 from pydantic import ValidationError
@@ -28,13 +29,18 @@ from llm_bot.errors import (
     RetryableError,
     log_fields,
 )
-from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.ports import MemoryProgress
 from llm_bot.service.classifier import MessageClassifier
 from llm_bot.service.compactor import Compactor
 from llm_bot.service.conversation_locks import ConversationLocks
 from llm_bot.service.handler import Delivery, first_attempt
 from llm_bot.service.indexer import Indexer
+from llm_bot.service.memory_commands import (
+    FinalizeConversation,
+    FormTurn,
+    MemoryJobCommand,
+    memory_command,
+)
 from llm_bot.service.outcomes import Duplicate, Outcome, Recorded, Skipped, outcome_for_error
 from llm_bot.service.retry import Exhausted, RetryPolicy, with_retries
 from llm_bot.service.token_spending import charged_to
@@ -112,11 +118,12 @@ class MemoryJobHandler:
     async def _run(self, job: MemoryJobV1) -> Outcome:
         if await self._progress.job_done(job.tenant_id, job.user_id, job.id):
             return Duplicate(candidate=None)
-        key = ConversationKey(job.tenant_id, job.user_id, job.conversation_id)
-        async with self._locks.hold(key):
-            return await self._run_locked(job, key)
+        command = memory_command(job)
+        async with self._locks.hold(command.key):
+            return await self._run_locked(command)
 
-    async def _run_locked(self, job: MemoryJobV1, key: ConversationKey) -> Outcome:
+    async def _run_locked(self, command: MemoryJobCommand) -> Outcome:
+        key = command.key
         # Read before anything of the user's memory: every write below is refused
         # (ErasedMeanwhile, retried) if the user is erased after this point.
         erasure = await self._progress.erasure(key.tenant_id, key.user_id)
@@ -124,30 +131,48 @@ class MemoryJobHandler:
             # Erased (or expired): nothing to read, nothing to write, nothing to sweep.
             await self._progress.forget_activity(key)
             return Skipped("the conversation has no memory (erased or expired)")
-        if job.kind == "turn":
-            await self._progress.touch(key, self._clock().timestamp())
-            if await self._progress.erasure(key.tenant_id, key.user_id) != erasure:
-                raise ErasedMeanwhile("the user was erased while the job started")
-        stored = await self._classifier.classify_through(
-            key, job.turn if job.kind == "turn" else None, erasure=erasure
-        )
-        pressure = job.prompt_tokens is not None and job.prompt_tokens > self._threshold
+        match command:
+            case FormTurn(turn=turn, prompt_tokens=tokens):
+                await self._progress.touch(key, self._clock().timestamp())
+                if await self._progress.erasure(key.tenant_id, key.user_id) != erasure:
+                    raise ErasedMeanwhile("the user was erased while the job started")
+                pressure = tokens is not None and tokens > self._threshold
+                return await self._form(command, erasure, through=turn, pressure=pressure)
+            case FinalizeConversation():
+                return await self._form(command, erasure, through=None, finalize=True)
+            case _:
+                assert_never(command)
+
+    async def _form(
+        self,
+        command: MemoryJobCommand,
+        erasure: str,
+        *,
+        through: int | None,
+        pressure: bool = False,
+        finalize: bool = False,
+    ) -> Outcome:
+        """Classify the user messages (``through`` a turn; None: all not classified yet),
+        compact, and index; a finalization compacts everything left, indexes the long-term
+        items and prunes what expired."""
+        key = command.key
+        stored = await self._classifier.classify_through(key, through, erasure=erasure)
         folded = await self._compactor.compact(
-            key, erasure=erasure, token_pressure=pressure, finalize=job.kind == "finalize"
+            key, erasure=erasure, token_pressure=pressure, finalize=finalize
         )
         indexed = 0
         if self._indexer is not None:
-            indexed = await self._indexer.index_messages(
-                key, job.turn if job.kind == "turn" else None, erasure=erasure
-            )
-            if stored or folded or job.kind == "finalize":
+            indexed = await self._indexer.index_messages(key, through, erasure=erasure)
+            if stored or folded or finalize:
                 indexed += await self._indexer.index_long_term(
                     key.tenant_id, key.user_id, erasure=erasure
                 )
-            if job.kind == "finalize":
+            if finalize:
                 await self._indexer.prune_expired(key.tenant_id, key.user_id)
-        await self._progress.mark_job_done(job.tenant_id, job.user_id, job.id, erasure=erasure)
+        await self._progress.mark_job_done(
+            key.tenant_id, key.user_id, command.job_id, erasure=erasure
+        )
         return Recorded(
-            f"{job.kind}: {stored} notable events, turns {list(folded)} compacted, "
+            f"{command.kind}: {stored} notable events, turns {list(folded)} compacted, "
             f"{indexed} index entries"
         )
