@@ -69,7 +69,14 @@ from llm_bot.service.broker_actions import (
     broker_actions,
 )
 from llm_bot.service.handler import Delivery, DeliveryHandler
-from llm_bot.service.outcomes import DeadLetter, EventIds, LetGo, Outcome, Refused
+from llm_bot.service.outcomes import (
+    DeadLetter,
+    EventIds,
+    LetGo,
+    Outcome,
+    Refused,
+    candidate_of,
+)
 from llm_bot.service.parsing import readable_ids
 from llm_bot.service.retry import RetryPolicy
 from llm_bot.telemetry.metrics import Metrics
@@ -569,7 +576,7 @@ def _ids_of(outcome: Outcome) -> EventIds | None:
     """The ids of the event behind an outcome, when it carries them."""
     if isinstance(outcome, DeadLetter | Refused):
         return outcome.ids
-    candidate = getattr(outcome, "candidate", None)
+    candidate = candidate_of(outcome)
     if candidate is None:
         return None
     return EventIds(

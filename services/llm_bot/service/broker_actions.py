@@ -20,6 +20,8 @@ from llm_bot.service.outcomes import (
     Refused,
     Replied,
     Skipped,
+    flow_result_of,
+    job_of,
 )
 
 
@@ -80,10 +82,10 @@ def broker_actions(outcome: Outcome) -> list[BrokerAction]:
         pass
     else:
         assert_never(outcome)
-    flow_result = getattr(outcome, "flow_result", None)
+    flow_result = flow_result_of(outcome)
     if flow_result is not None:  # republished verbatim on a redelivery, like the candidate
         actions.append(PublishFlowResult(flow_result))
-    job = getattr(outcome, "job", None)
+    job = job_of(outcome)
     if job is not None:
         actions.append(PublishJob(job))
     return actions

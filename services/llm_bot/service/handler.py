@@ -45,6 +45,7 @@ from llm_bot.service.outcomes import (
     Refused,
     Replied,
     Skipped,
+    flow_result_of,
     outcome_for_error,
 )
 from llm_bot.service.parsing import parse_event, readable_ids
@@ -139,7 +140,7 @@ class EventHandler:
         """After the outcome's publishes were confirmed: the checkpoint of the flow it ended
         goes (so a redelivery finds it gone and does not publish its result again). Never
         raises: a checkpoint left behind routes nothing (the flow has ended) and expires."""
-        result = getattr(outcome, "flow_result", None)
+        result = flow_result_of(outcome)
         flows = self._flows
         if result is None or flows is None:
             return

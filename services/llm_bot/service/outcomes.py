@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, assert_never
 
 from llm_bot.contract import CandidateV1, ErrorCode, ErrorV1, FlowResultV1, MemoryJobV1
 from llm_bot.errors import BudgetExceeded, LlmBotError, public_message
@@ -122,6 +122,39 @@ class DeadLetter:
 
 
 Outcome = Replied | Recorded | Skipped | Duplicate | DeadLetter | Refused | LetGo
+
+
+def candidate_of(outcome: Outcome) -> CandidateV1 | None:
+    """The candidate an outcome publishes: a reply's, or a duplicate's stored one."""
+    match outcome:
+        case Replied() | Duplicate():
+            return outcome.candidate
+        case Recorded() | Skipped() | DeadLetter() | Refused() | LetGo():
+            return None
+        case _:
+            assert_never(outcome)
+
+
+def flow_result_of(outcome: Outcome) -> FlowResultV1 | None:
+    """The result of the flow the outcome's event ended, if it ended one."""
+    match outcome:
+        case Replied() | Duplicate():
+            return outcome.flow_result
+        case Recorded() | Skipped() | DeadLetter() | Refused() | LetGo():
+            return None
+        case _:
+            assert_never(outcome)
+
+
+def job_of(outcome: Outcome) -> MemoryJobV1 | None:
+    """The memory job the outcome's event made, if it made one."""
+    match outcome:
+        case Replied() | Recorded() | Duplicate():
+            return outcome.job
+        case Skipped() | DeadLetter() | Refused() | LetGo():
+            return None
+        case _:
+            assert_never(outcome)
 
 
 def outcome_for_error(
