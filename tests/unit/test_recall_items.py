@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.long_term import SemanticFact
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.recall_items import (
@@ -205,3 +206,32 @@ def test_whether_an_entry_says_when_is_read_from_its_text_unless_stored() -> Non
     assert replace(dated, dating=False).says_when is False
     assert replace(undated, dating=True).says_when is True
     assert replace(dated, dating=False) == dated  # not part of what the entry is
+
+
+def test_conversation_entries_terms_are_each_message_s_own_and_its_neighbours() -> None:
+    """Each message's terms are computed once and reused (its entries, its neighbours'
+    context); what an entry holds is what one computation per entry gives: the speaker's
+    and the passage's terms, then the words of the messages just before and after it."""
+    long_text = " ".join(f"Passage {n} talks about hiking near Chiang Mai." for n in range(40))
+    texts = ["ok", "ไปเที่ยวเชียงใหม่เมื่อวานครับ", long_text, "Which trail was it?", "thanks!"]
+    messages = [
+        message(text, role="user" if n % 2 == 0 else "assistant").model_copy(
+            update={"id": f"e{n}", "turn": 1 + n // 2, "seq": n % 2}
+        )
+        for n, text in enumerate(texts)
+    ]
+    for first_turn in (1, 2):
+        entries = conversation_entries("c1", messages, indexed_at=0, first_turn=first_turn)
+        expected = []
+        for index, said in enumerate(messages):
+            if said.turn < first_turn:
+                continue
+            neighbours = messages[max(0, index - 1) : index] + messages[index + 1 : index + 2]
+            context = [t for n in neighbours for t in keyword_terms(n.content)]
+            expected += [
+                [*keyword_terms(f"{said.role} {e.text}"), *context]
+                for e in message_entries("c1", said, indexed_at=0)
+            ]
+        assert [list(e.terms) for e in entries] == expected
+        assert len(entries) == len(expected) > 0
+    assert sum(1 for e in entries if e.source_id == "e2") > 1  # the long one: passages
