@@ -33,10 +33,12 @@ class CountingRedis(aioredis.Redis):
 
 @pytest.fixture
 async def client(service_urls: ServiceUrls) -> AsyncIterator[CountingRedis]:
-    redis = CountingRedis.from_url(service_urls.redis_url)
+    pool = aioredis.ConnectionPool.from_url(service_urls.redis_url)
+    redis = CountingRedis(connection_pool=pool)
     CountingRedis.sets = 0
     yield redis
     await redis.aclose()
+    await pool.aclose()
 
 
 def lease(client: aioredis.Redis, max_wait: float = 5.0) -> RedisConversationLease:
