@@ -8,6 +8,7 @@ from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.long_term import SemanticFact
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.recall_items import (
+    changed_long_term_entries,
     conversation_entries,
     long_term_entry,
     message_entries,
@@ -235,3 +236,31 @@ def test_conversation_entries_terms_are_each_message_s_own_and_its_neighbours() 
         assert [list(e.terms) for e in entries] == expected
         assert len(entries) == len(expected) > 0
     assert sum(1 for e in entries if e.source_id == "e2") > 1  # the long one: passages
+
+
+def test_changed_long_term_entries_are_the_full_entries_of_changed_items() -> None:
+    """Each item's entry id is wanted; only those whose digest the index does not hold
+    come back, each exactly the item's :func:`long_term_entry` (keyword terms included);
+    blank and superseded items have none."""
+
+    def fact(n: int, text: str, **update: str) -> SemanticFact:
+        return SemanticFact(
+            id=f"f{n}",
+            fact=text,
+            confidence=0.9,
+            salience=0.7,
+            created_at="2025-01-01",
+            updated_at="2025-01-01",
+        ).model_copy(update=update)
+
+    same, edited, new = fact(1, "Likes tea."), fact(2, "Lives in Lisbon now."), fact(3, "Has a cat.")
+    items = [same, edited, new, fact(4, "  "), fact(5, "Lived in Porto.", superseded_by="f2")]
+    entries = {item.id: long_term_entry(item, indexed_at=5.0) for item in items}
+    assert entries["f4"] is None and entries["f5"] is None
+    unchanged = entries["f1"]
+    assert unchanged is not None
+    stored = {"l|facts|f1": unchanged.digest, "l|facts|f2": "0000", "l|facts|f9": "1111"}
+    wanted, changed = changed_long_term_entries(items, stored, indexed_at=5.0)
+    assert wanted == {"l|facts|f1", "l|facts|f2", "l|facts|f3"}
+    assert changed == [entries["f2"], entries["f3"]]
+    assert [list(e.terms) for e in changed] == [["live", "lisbon", "now"], ["cat"]]

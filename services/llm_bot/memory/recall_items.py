@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from llm_bot.memory.keyword_matching import is_filler
@@ -290,6 +290,36 @@ def long_term_entry_ids(removed: Mapping[str, Sequence[str]]) -> list[str]:
 def long_term_entry(item: LongTermItem, *, indexed_at: float) -> IndexEntry | None:
     """The entry of a fact, episode or notable event (None when its text is blank, or for a
     superseded fact: a correction's old value is never recalled)."""
+    entry = _unworded_entry(item, indexed_at=indexed_at)
+    return None if entry is None else _worded(entry)
+
+
+def changed_long_term_entries(
+    items: Sequence[LongTermItem], stored: Mapping[str, str], *, indexed_at: float
+) -> tuple[set[str], list[IndexEntry]]:
+    """The entry ids of ``items`` (:func:`long_term_entry`), and their entries whose digest
+    is not the one ``stored`` (entry id → digest) holds. Only those get their keyword
+    terms: every job compares all of a user's long-term items with the index, and the
+    terms of the unchanged ones cost the memory worker ~3 % of its event loop for
+    nothing."""
+    wanted: set[str] = set()
+    changed: list[IndexEntry] = []
+    for item in items:
+        entry = _unworded_entry(item, indexed_at=indexed_at)
+        if entry is None:
+            continue
+        wanted.add(entry.id)
+        if stored.get(entry.id) != entry.digest:
+            changed.append(_worded(entry))
+    return wanted, changed
+
+
+def _worded(entry: IndexEntry) -> IndexEntry:
+    return replace(entry, terms=tuple(keyword_terms(entry.text)))
+
+
+def _unworded_entry(item: LongTermItem, *, indexed_at: float) -> IndexEntry | None:
+    """:func:`long_term_entry` without its keyword terms (its digest does not read them)."""
     if isinstance(item, SemanticFact):
         if item.superseded_by is not None:
             return None
@@ -314,7 +344,7 @@ def long_term_entry(item: LongTermItem, *, indexed_at: float) -> IndexEntry | No
         turn=turn,
         seq=0,
         source_id=item.id,
-        terms=tuple(keyword_terms(text)),
+        terms=(),
         indexed_at=indexed_at,
     )
 
