@@ -253,10 +253,15 @@ def test_changed_long_term_entries_are_the_full_entries_of_changed_items() -> No
             updated_at="2025-01-01",
         ).model_copy(update=update)
 
-    same, edited, new = fact(1, "Likes tea."), fact(2, "Lives in Lisbon now."), fact(3, "Has a cat.")
+    same, edited, new = (
+        fact(1, "Likes tea."),
+        fact(2, "Lives in Lisbon now."),
+        fact(3, "Has a cat."),
+    )
     items = [same, edited, new, fact(4, "  "), fact(5, "Lived in Porto.", superseded_by="f2")]
     entries = {item.id: long_term_entry(item, indexed_at=5.0) for item in items}
-    assert entries["f4"] is None and entries["f5"] is None
+    assert entries["f4"] is None
+    assert entries["f5"] is None
     unchanged = entries["f1"]
     assert unchanged is not None
     stored = {"l|facts|f1": unchanged.digest, "l|facts|f2": "0000", "l|facts|f9": "1111"}

@@ -108,8 +108,7 @@ class RedisConversationLease:
                     await queue.lock.acquire()
             except TimeoutError:
                 raise ConversationBusy(
-                    f"conversation busy for over {self._max_wait:.0f}s (lease held in this "
-                    "process)"
+                    f"conversation busy for over {self._max_wait:.0f}s (lease held in this process)"
                 ) from None
             try:
                 yield
