@@ -13,7 +13,7 @@ import redis.asyncio as aioredis
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.adapters.redis_lease import RedisConversationLease
 from llm_bot.errors import ConversationBusy
-from llm_bot.memory.working import ConversationKey
+from llm_bot.memory.conversation_key import ConversationKey
 from tests.support.events import new_id
 from tests.support.harness import TEST_KEY_PREFIX
 from tests.support.services import ServiceUrls
