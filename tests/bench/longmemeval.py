@@ -11,8 +11,8 @@ as one ``transcript`` event of its own conversation (roles as given, the session
 (in process) classifies, compacts, finalizes and indexes until it is idle, then stops.
 Memory formation is timed on its own: the service imports every session first, then the
 worker starts and drains the jobs; printed per question and in total: messages per second
-of the worker, and its CPU per message split by thread (the embedding threads, the rest of
-the worker, the fake model, which runs on a thread of its own). ``--formation-only`` stops
+of the worker, and its CPU per message split by thread (the event loop's, the other
+threads': embedding; the fake model's, which runs on a thread of its own). ``--formation-only`` stops
 there (``--questions N`` for a sample). Then the question
 is asked as a ``message`` in a new conversation of the same user with ``created_at`` =
 ``question_date`` (after one warm-up message, so the user's index is loaded as in a
@@ -122,7 +122,7 @@ class Imported:
     messages: int
     seconds: float
     embedding_cpu: float
-    """CPU seconds of the embedder's threads."""
+    """CPU seconds of the worker's other threads (the embedder's, the default executor's)."""
     worker_cpu: float
     """CPU seconds of the event loop's thread (the worker but its embeddings)."""
     model_cpu: float
@@ -144,7 +144,12 @@ def thread_cpu(prefix: str) -> float:
 
 @dataclass(frozen=True)
 class CpuClock:
-    """CPU seconds so far: the embedder's threads, the calling thread, the fake model's."""
+    """CPU seconds so far: the process's other threads (the embedder's, the default
+    executor's), the calling thread (the event loop's), the fake model's thread.
+
+    The other threads' share is the process's CPU less the loop's and the model's: threads
+    that end during a measurement (an embedder's executor of the service stopped before)
+    no longer report their own clocks, so summing the live ones could count backwards."""
 
     embedding: float
     loop: float
@@ -152,7 +157,8 @@ class CpuClock:
 
     @classmethod
     def now(cls) -> CpuClock:
-        return cls(thread_cpu("embedder"), time.thread_time(), thread_cpu(MODEL_THREAD))
+        loop, model = time.thread_time(), thread_cpu(MODEL_THREAD)
+        return cls(time.process_time() - loop - model, loop, model)
 
     def since(self, start: CpuClock) -> CpuClock:
         return CpuClock(
@@ -235,13 +241,13 @@ def formation_line(label: str, imports: list[Imported]) -> str:
     seconds = sum(i.seconds for i in imports)
 
     def per_message(cpu: float) -> str:
-        return f"{1000 * cpu / messages:.0f}"
+        return f"{1000 * cpu / messages:.1f}"
 
     return (
         f"{label}: {messages} messages in {seconds:.1f} s: {messages / seconds:.1f} "
         f"messages/s; worker CPU {per_message(sum(i.cpu for i in imports))} ms per message "
-        f"(embedding {per_message(sum(i.embedding_cpu for i in imports))}, the rest "
-        f"{per_message(sum(i.worker_cpu for i in imports))}; fake model "
+        f"(event loop {per_message(sum(i.worker_cpu for i in imports))}, other threads "
+        f"(embedding) {per_message(sum(i.embedding_cpu for i in imports))}; fake model "
         f"{per_message(sum(i.model_cpu for i in imports))} besides)"
     )
 

@@ -425,6 +425,9 @@ def test_schema_fits_the_openai_response_format() -> None:
     }
     assert json.loads(json.dumps(response_format)) == response_format
     assert classification_json_schema() is not classification_json_schema()
+    changed = classification_json_schema()
+    changed["properties"].clear()  # the schema is built once: no caller changes the next
+    assert classification_json_schema()["properties"]
 
 
 # --- properties ----------------------------------------------------------------------------------

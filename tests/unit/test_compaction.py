@@ -282,6 +282,14 @@ def test_summarizer_schema_has_no_keywords_strict_mode_rejects() -> None:
     assert '"maxItems"' not in text
 
 
+def test_summarizer_schema_is_a_fresh_copy_each_time() -> None:
+    """The schema is built once; a caller changing its copy changes no later request."""
+    first = summarizer_json_schema()
+    first["properties"].clear()
+    assert summarizer_json_schema()["properties"]
+    assert summarizer_json_schema() is not summarizer_json_schema()
+
+
 def test_parse_accepts_valid_output() -> None:
     """Valid JSON matching the schema parses into the output model."""
     output = parse_summarizer_output(json.dumps(GOOD_OUTPUT, ensure_ascii=False))

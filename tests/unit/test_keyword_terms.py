@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llm_bot.memory.keyword_terms import keyword_terms
@@ -45,3 +45,12 @@ def test_terms_are_deterministic_and_spaceless(text: str) -> None:
     terms = keyword_terms(text)
     assert terms == keyword_terms(text)
     assert all(term and not any(c.isspace() for c in term) for term in terms)
+
+
+@settings(max_examples=300)
+@given(st.text(max_size=40), st.text(max_size=200))
+def test_terms_never_span_a_space(speaker: str, text: str) -> None:
+    """A speaker's name before a text adds the name's terms and changes none of the
+    text's: index entries reuse a message's terms for its entry and as its neighbours'
+    context (``conversation_entries``) rather than computing them again."""
+    assert keyword_terms(f"{speaker} {text}") == keyword_terms(speaker) + keyword_terms(text)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from llm_bot.memory.keyword_terms import keyword_terms
 from llm_bot.memory.long_term import SemanticFact
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.recall_items import (
+    changed_long_term_entries,
     conversation_entries,
     long_term_entry,
     message_entries,
@@ -205,3 +207,65 @@ def test_whether_an_entry_says_when_is_read_from_its_text_unless_stored() -> Non
     assert replace(dated, dating=False).says_when is False
     assert replace(undated, dating=True).says_when is True
     assert replace(dated, dating=False) == dated  # not part of what the entry is
+
+
+def test_conversation_entries_terms_are_each_message_s_own_and_its_neighbours() -> None:
+    """Each message's terms are computed once and reused (its entries, its neighbours'
+    context); what an entry holds is what one computation per entry gives: the speaker's
+    and the passage's terms, then the words of the messages just before and after it."""
+    long_text = " ".join(f"Passage {n} talks about hiking near Chiang Mai." for n in range(40))
+    texts = ["ok", "ไปเที่ยวเชียงใหม่เมื่อวานครับ", long_text, "Which trail was it?", "thanks!"]
+    messages = [
+        message(text, role="user" if n % 2 == 0 else "assistant").model_copy(
+            update={"id": f"e{n}", "turn": 1 + n // 2, "seq": n % 2}
+        )
+        for n, text in enumerate(texts)
+    ]
+    for first_turn in (1, 2):
+        entries = conversation_entries("c1", messages, indexed_at=0, first_turn=first_turn)
+        expected = []
+        for index, said in enumerate(messages):
+            if said.turn < first_turn:
+                continue
+            neighbours = messages[max(0, index - 1) : index] + messages[index + 1 : index + 2]
+            context = [t for n in neighbours for t in keyword_terms(n.content)]
+            expected += [
+                [*keyword_terms(f"{said.role} {e.text}"), *context]
+                for e in message_entries("c1", said, indexed_at=0)
+            ]
+        assert [list(e.terms) for e in entries] == expected
+        assert len(entries) == len(expected) > 0
+    assert sum(1 for e in entries if e.source_id == "e2") > 1  # the long one: passages
+
+
+def test_changed_long_term_entries_are_the_full_entries_of_changed_items() -> None:
+    """Each item's entry id is wanted; only those whose digest the index does not hold
+    come back, each exactly the item's :func:`long_term_entry` (keyword terms included);
+    blank and superseded items have none."""
+
+    def fact(n: int, text: str, **update: str) -> SemanticFact:
+        return SemanticFact(
+            id=f"f{n}",
+            fact=text,
+            confidence=0.9,
+            salience=0.7,
+            created_at="2025-01-01",
+            updated_at="2025-01-01",
+        ).model_copy(update=update)
+
+    same, edited, new = (
+        fact(1, "Likes tea."),
+        fact(2, "Lives in Lisbon now."),
+        fact(3, "Has a cat."),
+    )
+    items = [same, edited, new, fact(4, "  "), fact(5, "Lived in Porto.", superseded_by="f2")]
+    entries = {item.id: long_term_entry(item, indexed_at=5.0) for item in items}
+    assert entries["f4"] is None
+    assert entries["f5"] is None
+    unchanged = entries["f1"]
+    assert unchanged is not None
+    stored = {"l|facts|f1": unchanged.digest, "l|facts|f2": "0000", "l|facts|f9": "1111"}
+    wanted, changed = changed_long_term_entries(items, stored, indexed_at=5.0)
+    assert wanted == {"l|facts|f1", "l|facts|f2", "l|facts|f3"}
+    assert changed == [entries["f2"], entries["f3"]]
+    assert [list(e.terms) for e in changed] == [["live", "lisbon", "now"], ["cat"]]

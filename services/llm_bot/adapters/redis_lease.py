@@ -5,6 +5,12 @@ A lease is ``SET key token NX PX ttl``, renewed every third of its lifetime whil
 holder works and released by compare-and-delete. A process that dies stops renewing, so
 its conversation is free again within one lease period (``LLM_BOT_LEASE_SECONDS``). The
 memory commit checks the token (fencing): a holder that lost its lease cannot write.
+
+Holders in one process queue for a lease in the process first (first come, first
+served), and only the first of them asks Redis: the memory worker's jobs of one user
+(each conversation's compaction writes under the user's lease) otherwise polled Redis
+while another job of the same process held it, and slept up to ``POLL_MAX_SECONDS`` after
+it was let go (~250 failed ``SET``s per LongMemEval haystack of 49 sessions).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import random
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 
 import structlog
 from redis.exceptions import RedisError
@@ -43,6 +50,15 @@ POLL_MIN_SECONDS = 0.01
 POLL_MAX_SECONDS = 0.25
 
 
+@dataclass
+class _Queue:
+    """The holders of one lease in this process: one at a time, the others waiting."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    holders: int = 0
+    """Holding or waiting; the queue is dropped when none is left."""
+
+
 @redis_failures_retryable
 class RedisConversationLease:
     """The ``ConversationLease`` port on Redis."""
@@ -63,19 +79,45 @@ class RedisConversationLease:
         self._holder = holder or uuid.uuid4().hex[:12]
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
+        self._queues: dict[str, _Queue] = {}
 
     @asynccontextmanager
     async def hold(self, key: ConversationKey) -> AsyncIterator[str]:
-        """Wait for the conversation's lease, keep it renewed, yield its token."""
+        """Wait for the conversation's lease (behind this process's earlier holders of
+        it, then in Redis), keep it renewed, yield its token."""
         name = self._keys.lease(key)
         token = f"{self._holder}:{uuid.uuid4().hex}"
-        await self._acquire(name, token)
+        deadline = asyncio.get_running_loop().time() + self._max_wait
+        async with self._turn(name, deadline):
+            await self._acquire(name, token, deadline)
+            try:
+                async with self.renewed(key, token):
+                    yield token
+            finally:
+                with contextlib.suppress(RedisError, OSError):
+                    await self._release(keys=[name], args=[token])
+
+    @asynccontextmanager
+    async def _turn(self, name: str, deadline: float) -> AsyncIterator[None]:
+        """This process's turn at the lease ``name``, waited for until ``deadline``."""
+        queue = self._queues.setdefault(name, _Queue())
+        queue.holders += 1
         try:
-            async with self.renewed(key, token):
-                yield token
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await queue.lock.acquire()
+            except TimeoutError:
+                raise ConversationBusy(
+                    f"conversation busy for over {self._max_wait:.0f}s (lease held in this process)"
+                ) from None
+            try:
+                yield
+            finally:
+                queue.lock.release()
         finally:
-            with contextlib.suppress(RedisError, OSError):
-                await self._release(keys=[name], args=[token])
+            queue.holders -= 1
+            if not queue.holders:
+                del self._queues[name]
 
     @asynccontextmanager
     async def renewed(self, key: ConversationKey, token: str) -> AsyncIterator[None]:
@@ -87,9 +129,8 @@ class RedisConversationLease:
         finally:
             await renewal.stop()
 
-    async def _acquire(self, name: str, token: str) -> None:
+    async def _acquire(self, name: str, token: str, deadline: float) -> None:
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._max_wait
         pause = POLL_MIN_SECONDS
         while True:
             if await self._redis.set(name, token, nx=True, px=self._ttl_ms):

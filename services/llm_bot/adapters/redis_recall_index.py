@@ -159,6 +159,22 @@ def entry_json(entry: IndexEntry, vectors: int = 1) -> str:
     )
 
 
+_DIGEST_LEAD = b'{"h":"'
+_DIGEST_END = len(_DIGEST_LEAD) + 16
+
+
+def stored_digest(doc: bytes | str) -> str:
+    """The digest (``h``) of a stored entry's JSON. :func:`entry_json` writes it first, 16
+    hex digits (``text_digest``), so it is read from its place without parsing the whole
+    document (the text, the terms: ~2 kB for a long message), which the memory worker
+    did for every long-term entry on every job and every message entry on every
+    finalization; anything else is parsed."""
+    raw = doc.encode() if isinstance(doc, str) else doc
+    if raw.startswith(_DIGEST_LEAD) and raw[_DIGEST_END : _DIGEST_END + 1] == b'"':
+        return raw[len(_DIGEST_LEAD) : _DIGEST_END].decode()
+    return str(json.loads(raw)["h"])
+
+
 def stored_entry(entry_id: str, doc: bytes | str, vectors: bytes) -> tuple[IndexEntry, Vector]:
     """An entry and its embeddings (one row each) as stored by :meth:`RedisRecallIndex.upsert`."""
     data = json.loads(doc)
@@ -314,7 +330,7 @@ class RedisRecallIndex:
         async for name, raw in self._redis.hscan_iter(
             self._key(tenant_id, user_id, "doc"), match=f"{prefix}*", count=500
         ):
-            found[_text(name)] = json.loads(raw)["h"]
+            found[_text(name)] = stored_digest(raw)
         return found
 
     async def remove(self, tenant_id: str, user_id: str, entry_ids: Sequence[str]) -> int:

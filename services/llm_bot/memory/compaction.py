@@ -8,6 +8,7 @@ pressure; the current turn never moves. Pure functions: the worker does the I/O.
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 from collections.abc import Sequence
@@ -118,7 +119,14 @@ class SummarizerOutput(BaseModel):
 
 
 def summarizer_json_schema() -> dict[str, Any]:
-    """Strict JSON schema for ``response_format`` (every property required, no extras)."""
+    """Strict JSON schema for ``response_format`` (every property required, no extras); a
+    fresh copy on every call of a schema built once (pydantic's generation per call cost
+    more than the rest of the request's building)."""
+    return copy.deepcopy(_summarizer_schema())
+
+
+@functools.cache
+def _summarizer_schema() -> dict[str, Any]:
     schema: dict[str, Any] = _strict(SummarizerOutput.model_json_schema())
     return schema
 

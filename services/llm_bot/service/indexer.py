@@ -30,9 +30,9 @@ from llm_bot.memory.recall_items import (
     MESSAGE_PREFIX,
     IndexEntry,
     LongTermItem,
+    changed_long_term_entries,
     conversation_entries,
     conversation_of,
-    long_term_entry,
     long_term_entry_id,
     long_term_entry_ids,
     message_entries,
@@ -140,13 +140,8 @@ class Indexer:
         now = self._clock().timestamp()
         true_episodes, true_events = still_true(facts, episodes, events)
         items: list[LongTermItem] = [*facts, *true_episodes, *true_events]
-        wanted = {
-            entry.id: entry
-            for item in items
-            if (entry := long_term_entry(item, indexed_at=now)) is not None
-        }
         stored = await self._index.digests(tenant_id, user_id, LONG_TERM_PREFIX)
-        changed = [e for e in wanted.values() if stored.get(e.id) != e.digest]
+        wanted, changed = changed_long_term_entries(items, stored, indexed_at=now)
         gone = [entry_id for entry_id in stored if entry_id not in wanted]
         retired = [
             fact
