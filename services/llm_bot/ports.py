@@ -160,6 +160,19 @@ class Embedder(Protocol):
         ...
 
 
+class ConversationSchedule(Protocol):
+    """Deadlines per conversation, due in time order: a flow's expiry, a tool round's
+    timeout (``adapters/redis_schedules.py``; the worker's sweeps read what is due)."""
+
+    async def schedule(self, key: ConversationKey, deadline: float) -> None: ...
+
+    async def unschedule(self, key: ConversationKey) -> None: ...
+
+    async def unschedule_due(self, key: ConversationKey, now: float) -> None: ...
+
+    async def due(self, now: float, limit: int = 100) -> list[ConversationKey]: ...
+
+
 class RecallIndex(Protocol):
     """One user's retrieval index (SPEC 5.7): entries with embeddings, searched hybrid.
 

@@ -39,8 +39,8 @@ class InMemoryFlowCheckpoints:
 
 
 class InMemorySchedule:
-    """Deadlines per conversation (``ConversationSchedule``, and the tool rounds'
-    ``ToolRoundScheduler``): what the worker's sweeps read."""
+    """Deadlines per conversation (``ports.ConversationSchedule``, the flows' and the tool
+    rounds'): what the worker's sweeps read."""
 
     def __init__(self) -> None:
         self.deadlines: dict[ConversationKey, float] = {}

@@ -11,14 +11,20 @@ from typing import Annotated, TypedDict
 from opentelemetry.trace import Tracer
 
 from llm_bot.contract import CandidateV1, MemoryJobV1
-from llm_bot.graph.tool_rounds import ToolRoundScheduler
 from llm_bot.memory.context import AssembledContext, ContextBudget
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.tokens import TokenCounter
 from llm_bot.memory.tool_rounds import ToolRound
 from llm_bot.memory.window import WindowBounds, bounded_messages
 from llm_bot.memory.working import Recalled
-from llm_bot.ports import ChatModel, MemoryStore, ModelReply, ReplyChannel, ToolSpec
+from llm_bot.ports import (
+    ChatModel,
+    ConversationSchedule,
+    MemoryStore,
+    ModelReply,
+    ReplyChannel,
+    ToolSpec,
+)
 from llm_bot.service.chat_runs import Route
 from llm_bot.service.commands import ChatEvent
 from llm_bot.service.flow_runner import FlowRunner, FlowTurn
@@ -48,7 +54,7 @@ class GraphContext:
     """Which tools a message offers the model (``service/tool_catalog.py``)."""
     max_tool_rounds: int = 5
     """Rounds of tool calls per turn; the model call after the last one offers no tools."""
-    tool_rounds: ToolRoundScheduler | None = None
+    tool_rounds: ConversationSchedule | None = None
     """Where open rounds are scheduled for the worker's timeout sweep (None: nowhere)."""
     tool_result_timeout_seconds: float = 120.0
     replies: ReplyChannel | None = None
@@ -101,5 +107,4 @@ __all__ = [
     "GraphContext",
     "GraphState",
     "Route",  # re-exported: its home is service/chat_runs.py
-    "ToolRoundScheduler",  # re-exported: its home is graph/tool_rounds.py
 ]

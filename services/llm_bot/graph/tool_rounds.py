@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
 
 from llm_bot.graph.turn_messages import next_seq, numbered
 from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.messages import ChatMessage
 from llm_bot.memory.tool_rounds import ToolRound, closing_messages
 from llm_bot.memory.working import Recalled
-from llm_bot.ports import ToolSpec
+from llm_bot.ports import ConversationSchedule, ToolSpec
 from llm_bot.service.chat_runs import Route
 from llm_bot.service.commands import ChatEvent, RecordToolResult, ReplyToMessage
 from llm_bot.service.personas import Persona
@@ -91,19 +90,11 @@ def _answered(route: Route, current: ToolRound, call_id: str, max_rounds: int) -
     return ToolStep(Route.CONTINUE, None, tools=tools, rounds_done=answered.round)
 
 
-class ToolRoundScheduler(Protocol):
-    """Where open rounds are scheduled for the worker's timeout sweep."""
-
-    async def schedule(self, key: ConversationKey, deadline: float) -> None: ...
-
-    async def unschedule(self, key: ConversationKey) -> None: ...
-
-
 @dataclass(frozen=True)
 class RoundDeadlines:
     """Keeps the worker's timeout schedule in step with a conversation's open round."""
 
-    scheduler: ToolRoundScheduler | None
+    scheduler: ConversationSchedule | None
     """None: rounds are scheduled nowhere (nothing times them out)."""
     timeout_seconds: float
 

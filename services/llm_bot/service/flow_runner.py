@@ -36,7 +36,7 @@ from llm_bot.flows.definitions import Flow, Question
 from llm_bot.flows.flow_graph import build_flow_graph
 from llm_bot.flows.progress import FlowState, flow_result, opening, valid_value
 from llm_bot.memory.conversation_key import ConversationKey
-from llm_bot.ports import StructuredModel
+from llm_bot.ports import ConversationSchedule, StructuredModel
 
 log = structlog.get_logger(__name__)
 
@@ -75,16 +75,6 @@ class FlowCheckpoints(Protocol):
     async def erasure_generation(self, key: ConversationKey) -> str:
         """The user's erasure generation now; ``ErasedMeanwhile`` while one is erased."""
         ...
-
-
-class ConversationSchedule(Protocol):
-    async def schedule(self, key: ConversationKey, deadline: float) -> None: ...
-
-    async def unschedule(self, key: ConversationKey) -> None: ...
-
-    async def unschedule_due(self, key: ConversationKey, now: float) -> None: ...
-
-    async def due(self, now: float, limit: int = 100) -> list[ConversationKey]: ...
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Protocol
 
 import structlog
 
@@ -23,19 +22,13 @@ from llm_bot.contract import EventSource, InternalEventV2, ToolTrace
 from llm_bot.errors import LlmBotError, log_fields
 from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.tool_rounds import ToolRound, no_result
-from llm_bot.ports import MemoryProgress
+from llm_bot.ports import ConversationSchedule, MemoryProgress
 from llm_bot.service.sweep_drain import drain_due
 from llm_bot.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
 
 PublishEvent = Callable[[InternalEventV2], Awaitable[None]]
-
-
-class ToolRoundSchedule(Protocol):
-    async def due(self, now: float, limit: int = 100) -> list[ConversationKey]: ...
-
-    async def unschedule_due(self, key: ConversationKey, now: float) -> None: ...
 
 
 def timeout_event(
@@ -69,7 +62,7 @@ class ToolTimeouts:
     def __init__(
         self,
         *,
-        rounds: ToolRoundSchedule,
+        rounds: ConversationSchedule,
         progress: MemoryProgress,
         publish: PublishEvent,
         metrics: Metrics,
