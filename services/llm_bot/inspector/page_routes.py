@@ -36,18 +36,14 @@ def register(app: FastAPI, pages: Pages) -> None:
     async def tenant_page(request: Request, tenant_id: str) -> Response:
         session = session_of(request)
         allowed(session, tenant_id)
-        number = request.query_params.get("page", "1")
-        page_number = int(number) if number.isdigit() and int(number) > 0 else 1
-        data = await views.tenant_view(inspector, tenant_id, page_number)
+        data = await views.tenant_view(inspector, tenant_id, _page_number(request))
         return page(request, "tenant.html", data, session)
 
     @app.get("/t/{tenant_id}/u/{user_id}")
     async def user_page(request: Request, tenant_id: str, user_id: str) -> Response:
         session = session_of(request)
         allowed(session, tenant_id, user_id)
-        number = request.query_params.get("page", "1")
-        page_number = int(number) if number.isdigit() and int(number) > 0 else 1
-        data = await views.user_view(inspector, tenant_id, user_id, page_number)
+        data = await views.user_view(inspector, tenant_id, user_id, _page_number(request))
         return page(request, "user.html", data, session)
 
     @app.get("/t/{tenant_id}/u/{user_id}/c/{conversation_id}")
@@ -87,3 +83,9 @@ def register(app: FastAPI, pages: Pages) -> None:
                 at = at if at.tzinfo is not None else at.replace(tzinfo=UTC)
                 data["result"] = await views.why_view(inspector, key, message, at)
         return page(request, "why.html", data, session)
+
+
+def _page_number(request: Request) -> int:
+    """The ``page`` query parameter: a positive number, else 1."""
+    number = request.query_params.get("page", "1")
+    return int(number) if number.isdigit() and int(number) > 0 else 1
