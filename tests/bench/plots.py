@@ -1,4 +1,4 @@
-"""The benches' pictures for docs/benchmarks.md, drawn by the benches themselves (``--plot
+"""The benches' pictures for docs/benchmarks-notebook.md, drawn by the benches themselves (``--plot
 PATH``): recall against the input budget, prompt tokens against the conversation's length.
 
 matplotlib is a dev dependency, not a runtime one: it is imported inside the functions

@@ -1406,7 +1406,7 @@ def main() -> None:
     configure_logging(level=args.log_level, fmt="json")
     # One loop for every phase, (a) and (b) alike.
     if args.loop == "uvloop":
-        import uvloop  # noqa: PLC0415  # optional, for the A/B in docs/benchmarks.md
+        import uvloop  # noqa: PLC0415  # optional, for the A/B in docs/benchmarks-notebook.md
 
         uvloop.run(run(args))
     else:

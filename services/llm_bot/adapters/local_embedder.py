@@ -7,7 +7,7 @@ WordPiece tokenizer (the model's ``tokenizer.json``, Apache-2.0) shipped inside 
 files are checked against digests pinned here. Mean pooling over the attention mask, then L2
 normalisation, as sentence-transformers does for this model; inputs cut at 256 word pieces.
 
-Why this one (docs/benchmarks.md, "Choosing the embedding model"): on this project's
+Why this one (docs/benchmarks-notebook.md, "Choosing the embedding model"): on this project's
 2-core machine it embeds a query in ~5 ms on one thread (the reply path's budget is 20 ms),
 its install is ~150 MB with onnxruntime, and its recall on the LoCoMo development data
 matched the PyTorch original. Its vocabulary is English: a Thai sentence without spaces is
@@ -101,7 +101,7 @@ CHUNK = 16
 to its longest: padding a short text to a long one's length costs more than the batching
 saves (26 ms per message in batches of 32 as they come, 15 ms sorted by length, on one
 thread here; sorted by word pieces rather than characters and padded per call, about a
-fifth less again on LongMemEval's messages, with the same vectors: docs/benchmarks.md)."""
+fifth less again on LongMemEval's messages, with the same vectors: docs/benchmarks-notebook.md)."""
 
 
 def encode(texts: Sequence[str]) -> Matrix:
@@ -203,7 +203,7 @@ class LocalEmbedder:
     What is asked for while calls run waits and goes together in the next call
     (``_Coalesced``), per purpose: the memory worker runs several jobs at once, each with
     a few hundred passages (a bigger pool groups texts of closer lengths, so less
-    padding: docs/benchmarks.md); a replica has ``LLM_BOT_PREFETCH`` events in flight,
+    padding: docs/benchmarks-notebook.md); a replica has ``LLM_BOT_PREFETCH`` events in flight,
     each with a query to embed.
 
     By default the English model of this module; ``script_embedder`` passes its own

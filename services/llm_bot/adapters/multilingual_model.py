@@ -9,7 +9,7 @@ CNN n-gram encoder, SentencePiece vocabulary of 128k pieces, 512-dimensional uni
 vectors) made to ship it: nothing downloaded at run time, no C++ dependency. Both files
 are checked against digests pinned here.
 
-Why this one (docs/benchmarks.md, "Thai"): it reads unsegmented Thai, ~4 ms per query on
+Why this one (docs/benchmarks-notebook.md, "Thai"): it reads unsegmented Thai, ~4 ms per query on
 one thread here (multilingual-e5-small took 18-32 ms), and it maps a Thai sentence and its
 English translation close together. On English it ranks below all-MiniLM-L6-v2 (LoCoMo,
 simulated: 0.863 against 0.879 at 2,000 tokens), so English text keeps that model.

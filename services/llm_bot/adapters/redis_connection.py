@@ -72,7 +72,7 @@ def queue_script(
     no ``SCRIPT EXISTS`` round trip before the pipeline, as redis-py's own pipeline sends
     for ``EVALSHA`` on one server, and nothing to load on a cluster, whose pipeline loads
     no scripts (and a replica promoted by a failover has an empty script cache). One
-    round trip fewer per reply for about 1.5 kB more (docs/benchmarks.md)."""
+    round trip fewer per reply for about 1.5 kB more (docs/benchmarks-notebook.md)."""
     pipe.eval(cast("str", script.script), len(keys), *keys, *args)
 
 

@@ -243,7 +243,7 @@ class SnapshotCache:
         ``keep``'s copy is not evicted for it), counted too: a load makes room as it grows,
         so the copies and the one loading stay within the bounds together (before, a
         replica at its budget held one more user's copy while it loaded;
-        docs/benchmarks.md, "Memory per replica")."""
+        docs/benchmarks-notebook.md, "Memory per replica")."""
         held = [c.snapshot for c in self._items.values() if c.snapshot is not None]
         if loading is not None:
             held.append(loading)

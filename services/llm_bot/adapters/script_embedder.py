@@ -39,7 +39,7 @@ MODEL_NAME = "all-MiniLM-L6-v2+use-multilingual-v3"
 STATIC_MODEL_NAME = f"{static_model.MODEL_NAME}+{multilingual_model.MODEL_ID}"
 """English by the static table distilled from all-MiniLM-L6-v2 (``static_model.py``), the
 rest by the multilingual model: what ``LLM_BOT_EMBEDDING_MODEL`` names for the fast memory
-formation (docs/benchmarks.md, "Memory formation at 10x")."""
+formation (docs/benchmarks-notebook.md, "Memory formation at 10x")."""
 ENGLISH = english_model.DIMENSION
 DIMENSION = ENGLISH + multilingual_model.DIMENSION
 
@@ -95,7 +95,7 @@ def encode_across(texts: Sequence[str]) -> Matrix:
     text the English model reads by the multilingual one, in its block, to be compared
     with messages in other scripts (USE Multilingual maps a sentence and its translation
     close: cosine 0.55-0.62 between the Thai planted facts and English questions about
-    them, docs/benchmarks.md); zeros for any other text (the English model cannot read
+    them, docs/benchmarks-notebook.md); zeros for any other text (the English model cannot read
     it, so nothing in its block can be compared with it)."""
     return _across_default(texts)
 

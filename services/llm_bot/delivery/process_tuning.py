@@ -8,7 +8,7 @@ wait for cores and spin. Measured on this 2-core machine with other processes bu
 bench's reply-path retrieval, ``Retriever.prepare`` + ``retrieve``, over its 10,000-entry
 synthetic index, one process per run, ``OPENBLAS_NUM_THREADS`` 1 and 2 in turn, six pairs):
 p50 / p95 18.7-32.1 / 26.2-50.6 ms on one thread, 23.5-45.4 / 44.5-66.6 ms on two
-(docs/benchmarks.md, "Retrieval latency"). A second thread helps a product only while a
+(docs/benchmarks-notebook.md, "Retrieval latency"). A second thread helps a product only while a
 core is idle (on an idle machine the search then takes ~2 ms less: 8.2-8.7 against
 10.1-10.6 ms p50), and a busy service's cores rarely are. An operator who sets
 ``OPENBLAS_NUM_THREADS`` or ``OMP_NUM_THREADS`` keeps that choice: the limit applies only

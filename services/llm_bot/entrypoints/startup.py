@@ -108,6 +108,6 @@ def freeze_startup_heap() -> None:
     clients) out of every later full garbage collection (``gc.freeze``). A full collection
     walks every tracked object and stops the event loop meanwhile: without this, loading a
     user's big retrieval index triggered 120-270 ms stalls; with it, 13-26 ms
-    (docs/benchmarks.md, "Retrieval under a resync")."""
+    (docs/benchmarks-notebook.md, "Retrieval under a resync")."""
     gc.collect()
     gc.freeze()

@@ -8,7 +8,7 @@ who sends it, the **asker**, whose entries have the speaker ``ASKER`` (a live me
 carries no display name, so its speaker is its role, ``recall_items.speaker_of``). Without
 it, the assistant's long answers about the same things (the recipes, with every fruit
 named) outrank the short messages in which the user said what they did. Measured on the
-LongMemEval development set (docs/benchmarks.md, "The first person names the asker").
+LongMemEval development set (docs/benchmarks-notebook.md, "The first person names the asker").
 
 The first person: the English singular pronouns I, me, my, mine, myself and I'm, I've,
 I'd, I'll (any case, either apostrophe; the "i" of "i.e." is none), and the Thai ฉัน

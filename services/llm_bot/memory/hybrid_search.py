@@ -12,7 +12,7 @@ of a matrix per model's block of columns, ``embedding_blocks``) and a keyword in
   none of them as a whole ("We went camping. The kids loved the meteor shower." barely
   resembles "Would she prefer a national park?"); its sentence about one of them does.
   Measured on the LoCoMo development data: evidence among the first 10 dense hits 46% →
-  61% (first 50: 72% → 80%), see docs/benchmarks.md;
+  61% (first 50: 72% → 80%), see docs/benchmarks-notebook.md;
 - **keyword**: Okapi BM25 (k1 = 1.2, b = 0.75, the Lucene IDF ``ln(1 + (N - df + 0.5) /
   (df + 0.5))``) over the query's keyword terms (``keyword_terms.py``);
 
@@ -30,7 +30,7 @@ share (``feedback_terms``, RM3's expansion) join the query's in one more keyword
 at half weight: the message that answers a question often shares no word with it but
 shares words with the messages around the topic that the question does find ("how did
 the move go?" finds messages about the new flat, whose words find the one about the
-landlord). Measured on both development sets (docs/benchmarks.md): LoCoMo simulated
+landlord). Measured on both development sets (docs/benchmarks-notebook.md): LoCoMo simulated
 0.813 / 0.891 / 0.929 -> 0.830 / 0.905 / 0.944 at 1,000 / 2,000 / 4,000 tokens, multi-hop
 most (0.715 -> 0.744 at 2,000); LongMemEval unchanged. The rankings are fused by
 reciprocal rank fusion (``1 / (60 + rank)`` summed over the rankings that found the entry;

@@ -28,7 +28,7 @@ line per item, ``<speaker>: <text>`` (the speaker left out when unknown), under 
 and weekday (``undated`` when the item has none). Grouped by date rather than each line
 carrying its own "(2023-05-08 Mon, Caroline)", which costs ~10 tokens: a search usually
 recalls several messages of one day (a session), so the same budget holds more of them
-(LoCoMo, simulated, 2,000 tokens: 0.875 -> 0.891 of the evidence; docs/benchmarks.md).
+(LoCoMo, simulated, 2,000 tokens: 0.875 -> 0.891 of the evidence; docs/benchmarks-notebook.md).
 The sections go from the
 slowest-changing to the fastest, as measured by ``tests/bench/token_cost.py`` (profile and
 facts change a handful of times in 1,000 turns; the summary at each compaction; episodes at

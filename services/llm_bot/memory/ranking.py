@@ -37,7 +37,7 @@ FEEDBACK_TERMS = 10
 FEEDBACK_WEIGHT = 0.5
 """What an added word's BM25 counts for beside a word of the query. 10 entries, 10 words
 and an even interpolation of the query with its expansion are RM3's usual settings
-(Anserini's defaults), taken as they are, not fitted here (docs/benchmarks.md)."""
+(Anserini's defaults), taken as they are, not fitted here (docs/benchmarks-notebook.md)."""
 
 
 def feedback_asked(query: SearchQuery, speakers: Iterable[str]) -> set[str]:

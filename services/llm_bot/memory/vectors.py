@@ -39,7 +39,7 @@ def half_products(rows: HalfVectors, query: HalfVectors) -> Vector:
     (34,050 embeddings of 384 values) 26 MB instead of 52, under this machine's 32 MB
     cache, where the single-precision matrix pushed everything else out of it (the query's
     model, the entries the collapse reads next). The query rounded to half precision moves
-    a cosine by ~2e-4 at most (docs/benchmarks.md)."""
+    a cosine by ~2e-4 at most (docs/benchmarks-notebook.md)."""
     return np.asarray(numkong.inner(query, rows, out_dtype="float32"), dtype=np.float32)
 
 

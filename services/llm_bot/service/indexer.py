@@ -61,7 +61,7 @@ async def embed_entries(
     (a passage of ~200 word pieces: 92 ms of CPU per LongMemEval message, its ~10
     sentences 76 ms). On the LoCoMo development data the dense ranking is as good or
     better (r@10/25/50 0.605/0.725/0.804 with the whole text's embedding, 0.617/0.764/0.816
-    with the centroid; docs/benchmarks.md)."""
+    with the centroid; docs/benchmarks-notebook.md)."""
     texts = [_embedded_texts(entry) for entry in entries]
     vectors = await embedder.embed([text for own in texts for text in own], purpose="passage")
     ends = np.cumsum([len(own) for own in texts]).tolist()
