@@ -17,6 +17,27 @@ from tests.support.rabbit_cluster import rabbit_cluster as rabbit_cluster_nodes
 from tests.support.redis_cluster import RedisClusterNodes
 from tests.support.redis_cluster import redis_cluster as redis_cluster_nodes
 from tests.support.services import DEFAULT_AMQP_URL, DEFAULT_REDIS_URL, ServiceUrls, real_services
+from tests.support.workers import ClusterGroupScheduling, misplaced
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: make test's -n 4 --dist loadgroup
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> ClusterGroupScheduling | None:
+    """The tests of one session-scoped cluster in one worker (tests/support/workers.py)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    return ClusterGroupScheduling(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test may request a session cluster only from a module listed for that cluster's
+    group (tests/support/workers.py), or it would build a cluster of its own worker's."""
+    for item in items:
+        wrong = misplaced(item.nodeid, getattr(item, "fixturenames", ()))
+        if wrong:
+            raise pytest.UsageError(
+                f"{item.nodeid} uses {', '.join(wrong)}: list its module in "
+                "CLUSTER_MODULES (tests/support/workers.py)"
+            )
 
 
 @pytest.fixture(scope="session")
