@@ -87,9 +87,16 @@ demo: $(STAMP) ## a 7-turn conversation through RabbitMQ (with an imported earli
 fake-model: $(STAMP) ## serve the fake OpenAI-compatible model on :8089 (for make run without a key)
 	$(BIN)/llm-bot fake-model --port 8089
 
+# make test spreads the suite over TEST_WORKERS pytest-xdist workers: most integration and
+# end-to-end time is waiting (on the broker, child processes, timeouts), which workers
+# overlap even on 2 cores. --dist loadgroup keeps the tests of one session cluster in one
+# worker (tests/support/workers.py); e2e and integration go first, the longest tests out
+# early. TEST_WORKERS=0: one process, in order.
+TEST_WORKERS ?= 4
+
 .PHONY: test
-test: $(STAMP) $(TS_STAMP) ## run the whole suite (the TypeScript client's tests too) against real RabbitMQ and Redis
-	$(BIN)/pytest
+test: $(STAMP) $(TS_STAMP) ## run the whole suite (the TypeScript client's tests too) against real RabbitMQ and Redis, 4 workers
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup tests/e2e tests/integration tests/unit
 
 .PHONY: test-unit
 test-unit: $(STAMP) ## unit tests: no RabbitMQ, Redis or promtool needed (the infra-marked ones are left to infra-check); one process per core

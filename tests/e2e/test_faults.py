@@ -196,7 +196,7 @@ async def test_broker_restart_mid_stream_is_survived_without_process_restart(
             await proc.wait_readyz(503)
         finally:
             await asyncio.to_thread(own_broker.start_app)
-        await proc.wait_ready(within=60)
+        await proc.wait_ready()
         assert proc.process is not None
         assert proc.process.returncode is None
         await integrator_back(client, within=30)

@@ -79,7 +79,7 @@ async def test_kill_9_of_the_connected_node_mid_stream_loses_nothing(
     process = ConsumerProcess(settings, log_path=tmp_path / "consumer.log")
     try:
         await process.start()
-        await process.wait_ready(within=60)
+        await process.wait_ready()
         serving = await asyncio.to_thread(rabbit_cluster.node_of_connection, connection_name)
         other = next(node for node in rabbit_cluster.nodes if node is not serving)
         integrator_settings = settings.model_copy(update={"amqp_url": SecretStr(other.url)})
@@ -139,11 +139,11 @@ async def test_kill_9_of_a_node_while_partitions_are_in_use_keeps_order_and_lose
     second = ConsumerProcess(settings, log_path=tmp_path / "second.log")
     try:
         await first.start()
-        await first.wait_ready(within=90)  # first: the partitions' active consumer
+        await first.wait_ready()  # first: the partitions' active consumer
         # its node, asked while it is the only connection of that name
         serving = await asyncio.to_thread(rabbit_cluster.node_of_connection, connection_name)
         await second.start()
-        await second.wait_ready(within=90)
+        await second.wait_ready()
         other = next(node for node in rabbit_cluster.nodes if node is not serving)
         integrator_settings = settings.model_copy(update={"amqp_url": SecretStr(other.url)})
         async with integrator(integrator_settings) as client:

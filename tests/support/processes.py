@@ -27,6 +27,13 @@ def settings_env(settings: Settings) -> dict[str, str]:
     return env
 
 
+READY_WITHIN_SECONDS = 120.0
+"""How long a child may take to answer ``/readyz`` 200: a bound, not a timing under test.
+Its imports alone take seconds of CPU, and make test runs tests side by side (pytest-xdist)
+on a 2-core machine others share, where several children starting at once take well over
+30 s."""
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -82,7 +89,7 @@ class ConsumerProcess:
         except (aiohttp.ClientError, TimeoutError):
             return 0
 
-    async def wait_ready(self, within: float = 30.0) -> None:
+    async def wait_ready(self, within: float = READY_WITHIN_SECONDS) -> None:
         async with asyncio.timeout(within):
             while await self.readyz() != 200:
                 if self.process is not None and self.process.returncode is not None:
