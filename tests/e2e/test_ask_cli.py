@@ -14,7 +14,7 @@ from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.fake_model.scripts import Fault
 from tests.support.harness import bot
-from tests.support.processes import free_port, settings_env
+from tests.support.processes import CHILD_WITHIN_SECONDS, free_port, settings_env
 
 pytestmark = pytest.mark.e2e
 
@@ -31,7 +31,7 @@ async def _ask(settings: Settings, *argv: str) -> tuple[int, str, str]:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(process.communicate(), 60)
+    out, err = await asyncio.wait_for(process.communicate(), CHILD_WITHIN_SECONDS)
     return process.returncode or 0, out.decode(), err.decode()
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from llm_bot.config import Settings
 from tests.support.harness import bot
+from tests.support.processes import CHILD_WITHIN_SECONDS
 
 pytestmark = pytest.mark.e2e
 
@@ -47,6 +48,6 @@ async def test_the_python_clients_readme_example(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )
-        out, err = await asyncio.wait_for(process.communicate(), 60)
+        out, err = await asyncio.wait_for(process.communicate(), CHILD_WITHIN_SECONDS)
     assert (process.returncode, err.decode()) == (0, "")
     assert out.decode() == EXPECTED

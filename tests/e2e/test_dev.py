@@ -15,9 +15,12 @@ import aiohttp
 import pytest
 
 from llm_bot.config import Settings
-from tests.support.processes import free_port, settings_env
+from tests.support.processes import CHILD_WITHIN_SECONDS, free_port, settings_env
 
-pytestmark = pytest.mark.e2e
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.timeout(420),
+]  # six processes, up to 180 s each to be ready
 
 
 def _two_free_ports() -> int:
@@ -36,7 +39,7 @@ async def _cli(env: dict[str, str], *argv: str) -> tuple[int, str]:
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "llm_bot", *argv, env=env, stdout=asyncio.subprocess.PIPE
     )
-    out, _ = await asyncio.wait_for(process.communicate(), 60)
+    out, _ = await asyncio.wait_for(process.communicate(), CHILD_WITHIN_SECONDS)
     return process.returncode or 0, out.decode()
 
 
@@ -80,7 +83,7 @@ async def test_dev_runs_everything_in_one_terminal(make_settings: Callable[..., 
                 status = login.status
     finally:
         dev.send_signal(signal.SIGINT)
-        code = await asyncio.wait_for(dev.wait(), 60)
+        code = await asyncio.wait_for(dev.wait(), CHILD_WITHIN_SECONDS)
     await drain
     assert reply == (0, "echo: How much is the blue kettle?\n")
     assert shown[0] == 0

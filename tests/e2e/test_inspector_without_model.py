@@ -13,7 +13,7 @@ import pytest
 
 from llm_bot.config import Settings
 from llm_bot.inspector.access_keys import key_digest
-from tests.support.processes import free_port, settings_env
+from tests.support.processes import CHILD_WITHIN_SECONDS, free_port, settings_env
 
 pytestmark = pytest.mark.e2e
 
@@ -42,7 +42,7 @@ async def test_the_inspector_starts_and_logs_in_without_model_settings(
         assert status == 303  # the key logged in: redirected to the home page
     finally:
         process.terminate()
-        _, stderr = await asyncio.wait_for(process.communicate(), 30)
+        _, stderr = await asyncio.wait_for(process.communicate(), CHILD_WITHIN_SECONDS)
     assert "OPENAI" not in stderr.decode()
 
 
@@ -77,6 +77,6 @@ async def test_memory_why_runs_without_model_settings(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(process.communicate(), 90)
+    out, err = await asyncio.wait_for(process.communicate(), CHILD_WITHIN_SECONDS)
     assert process.returncode == 0, err.decode()
     assert json.loads(out)["budget"] > 0  # the dry run's prompt budget: it ran

@@ -35,7 +35,7 @@ from tests.support.rabbit_cluster import PLUGINS
 from tests.support.service_control import PrivateRabbit, PrivateRedis, private_rabbit, private_redis
 from tests.support.services import ServiceUrls
 
-pytestmark = [pytest.mark.e2e, pytest.mark.fault, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.e2e, pytest.mark.fault, pytest.mark.timeout(420)]
 
 CONVERSATIONS = 50
 MESSAGES = 20

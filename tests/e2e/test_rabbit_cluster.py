@@ -35,7 +35,7 @@ pytestmark = [
     pytest.mark.e2e,
     pytest.mark.fault,
     pytest.mark.cluster,
-    pytest.mark.timeout(240),  # the first cluster test also builds the cluster (about 20 s)
+    pytest.mark.timeout(420),  # the first cluster test also builds the cluster (about 20 s)
 ]
 
 BACK_WITHIN_SECONDS = 15.0

@@ -15,7 +15,7 @@ from llm_bot.config import Settings
 from llm_bot.fake_model import FakeModelServer
 from tests.support.events import message_event, new_id
 from tests.support.harness import integrator
-from tests.support.processes import free_port, settings_env
+from tests.support.processes import CHILD_WITHIN_SECONDS, free_port, settings_env
 
 pytestmark = pytest.mark.e2e
 
@@ -53,7 +53,7 @@ async def test_run_answers_an_event_and_stops_cleanly_on_sigterm(
             candidate = await client.next_candidate(within=30)
             assert candidate.body["event_id"] == event["id"]
             process.send_signal(signal.SIGTERM)
-            _, stderr = await asyncio.wait_for(process.communicate(), 30)
+            _, stderr = await asyncio.wait_for(process.communicate(), CHILD_WITHIN_SECONDS)
         finally:
             if process.returncode is None:
                 process.kill()

@@ -21,6 +21,7 @@ from llm_bot.entrypoints import dlq_cli
 from llm_bot.fake_model import FakeModelServer, Fault
 from tests.support.events import encode, message_event, new_id
 from tests.support.harness import Integrator, bot, integrator, running_service, running_worker
+from tests.support.processes import CHILD_WITHIN_SECONDS
 
 pytestmark = pytest.mark.integration
 
@@ -262,7 +263,7 @@ async def _cli(settings: Settings, *args: str) -> tuple[int, str, str]:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    stdout, stderr = await asyncio.wait_for(process.communicate(), 30)
+    stdout, stderr = await asyncio.wait_for(process.communicate(), CHILD_WITHIN_SECONDS)
     return int(process.returncode or 0), stdout.decode(), stderr.decode()
 
 

@@ -28,6 +28,7 @@ from llm_bot.memory.recall_items import (
 from tests.support.conversations import finalized, say_and_end
 from tests.support.events import message_event, new_id
 from tests.support.harness import Integrator, bot, running_worker, settings_for_test
+from tests.support.processes import CHILD_WITHIN_SECONDS
 from tests.support.services import ServiceUrls
 
 pytestmark = pytest.mark.integration
@@ -168,7 +169,7 @@ async def test_the_cli_forgets_one_conversation_completely(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )
-        out, err = await asyncio.wait_for(process.communicate(), 60)
+        out, err = await asyncio.wait_for(process.communicate(), CHILD_WITHIN_SECONDS)
         assert process.returncode == 0, err.decode()
         assert out.decode().startswith("erased ")
         await assert_only_the_doomed_conversation_is_gone(service, worker, case)

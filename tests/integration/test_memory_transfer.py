@@ -36,7 +36,7 @@ from tests.support.checks import key_text
 from tests.support.conversations import finalized, say_and_end
 from tests.support.events import conversation_event, new_id
 from tests.support.harness import bot, running_worker, settings_for_test
-from tests.support.processes import settings_env
+from tests.support.processes import CHILD_WITHIN_SECONDS, settings_env
 from tests.support.services import ServiceUrls
 
 pytestmark = pytest.mark.integration
@@ -189,7 +189,7 @@ async def _cli(settings: Settings, *args: str) -> tuple[int, str, str]:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(process.communicate(), 60)
+    out, err = await asyncio.wait_for(process.communicate(), CHILD_WITHIN_SECONDS)
     return int(process.returncode or 0), out.decode(), err.decode()
 
 

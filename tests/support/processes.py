@@ -34,6 +34,11 @@ on a 2-core machine others share, where several children starting at once take w
 30 s."""
 
 
+CHILD_WITHIN_SECONDS = 180.0
+"""How long a test waits for a short-lived ``python -m llm_bot`` child (a command) to end:
+a hang guard, as ``READY_WITHIN_SECONDS``, for the same loaded machine."""
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

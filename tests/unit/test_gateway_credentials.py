@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import time
+from collections.abc import Callable
 from typing import Any
 
 import jwt
@@ -68,17 +69,20 @@ def test_a_valid_token_is_its_sub_in_the_tenant_its_kid_names() -> None:
 @pytest.mark.parametrize(
     ("token", "reason"),
     [
-        (_token(_valid(exp=int(time.time()) - 120)), "expired"),
-        (_token(_valid(), secret=OTHER_SECRET), "signature"),
-        (_token(_valid(), kid="shop_2"), "kid"),
-        (_token({"sub": "alice"}), "'exp'"),
-        (_token({"exp": int(time.time()) + 60}), "'sub'"),
-        (_token(_valid(sub="has spaces")), "sub"),
-        (_token(_valid(exp=int(time.time()) + 86_400)), "lives longer"),
-        (jwt.encode(_valid(), key=None, algorithm="none", headers={"kid": "shop_1"}), "valid"),
-        ("not.a.jwt", "not a JWT"),
+        (lambda: _token(_valid(exp=int(time.time()) - 120)), "expired"),
+        (lambda: _token(_valid(), secret=OTHER_SECRET), "signature"),
+        (lambda: _token(_valid(), kid="shop_2"), "kid"),
+        (lambda: _token({"sub": "alice"}), "'exp'"),
+        (lambda: _token({"exp": int(time.time()) + 60}), "'sub'"),
+        (lambda: _token(_valid(sub="has spaces")), "sub"),
+        (lambda: _token(_valid(exp=int(time.time()) + 86_400)), "lives longer"),
+        (
+            lambda: jwt.encode(_valid(), key=None, algorithm="none", headers={"kid": "shop_1"}),
+            "valid",
+        ),
+        (lambda: "not.a.jwt", "not a JWT"),
     ],
-    ids=[  # the tokens hold the time: ids of their own, the same in every xdist worker
+    ids=[
         "expired",
         "other-secret",
         "unknown-kid",
@@ -90,9 +94,11 @@ def test_a_valid_token_is_its_sub_in_the_tenant_its_kid_names() -> None:
         "not-a-jwt",
     ],
 )
-def test_invalid_tokens_say_why(token: str, reason: str) -> None:
+def test_invalid_tokens_say_why(token: Callable[[], str], reason: str) -> None:
+    """Each token made when its test runs: its times are then, not at collection (make test
+    runs the unit tests minutes after collecting them)."""
     with pytest.raises(InvalidUserToken, match=reason):
-        _tokens().caller_for(token)
+        _tokens().caller_for(token())
 
 
 def test_audience_and_issuer_are_checked_when_configured() -> None:
