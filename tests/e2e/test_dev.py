@@ -17,10 +17,9 @@ import pytest
 from llm_bot.config import Settings
 from tests.support.processes import CHILD_WITHIN_SECONDS, free_port, settings_env
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.timeout(420),
-]  # six processes, up to 180 s each to be ready
+# six processes (launcher, model, consumer, worker, inspector, the commands), each may take
+# minutes to start on a loaded machine
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
 
 def _two_free_ports() -> int:
