@@ -46,6 +46,11 @@ async def _run_until_exit(settings: Settings, within: float = 60) -> tuple[int, 
     return int(process.returncode or 0), stderr.decode().splitlines()
 
 
+async def _text(session: aiohttp.ClientSession, port: int) -> str:
+    async with session.get(f"http://127.0.0.1:{port}/metrics") as response:
+        return await response.text()
+
+
 async def test_run_refuses_an_eviction_policy_with_one_line(
     make_settings: Callable[..., Settings],
 ) -> None:
@@ -65,17 +70,17 @@ async def test_run_warns_once_and_reports_a_redis_that_keeps_nothing(
         settings = make_settings(redis_url=server.url, embeddings="off", log_format="json")
         consumer = ConsumerProcess(settings, log_path=tmp_path / "run.log")
         await consumer.start()
+        node = f"127.0.0.1:{server.port}"
+        gauge = f'llmbot_redis_durable{{node="{node}"}}'
         try:
             await consumer.wait_ready()
-            async with (
-                aiohttp.ClientSession() as session,
-                session.get(f"http://127.0.0.1:{consumer.http_port}/metrics") as response,
-            ):
-                metrics = await response.text()
+            # set just after the consumer starts, so maybe a moment after /readyz says 200
+            async with aiohttp.ClientSession() as session, asyncio.timeout(30):
+                while gauge not in (metrics := await _text(session, consumer.http_port)):
+                    await asyncio.sleep(0.1)
         finally:
             assert await consumer.stop() == 0
-    node = f"127.0.0.1:{server.port}"
-    assert f'llmbot_redis_durable{{node="{node}"}} 0.0' in metrics
+    assert f"{gauge} 0.0" in metrics
     records = [
         json.loads(line)
         for line in (tmp_path / "run.log").read_text().splitlines()
