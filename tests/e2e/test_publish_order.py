@@ -71,23 +71,26 @@ async def _admitter(replicas: list[ConsumerProcess]) -> ConsumerProcess:
 
 
 @pytest.mark.parametrize(
-    "shape",  # partitions, conversations, messages: the default at full size, 4 smaller
-    [(1, CONVERSATIONS, MESSAGES), (4, 20, 10)],
-    ids=["1-partition", "4-partitions"],
+    "shape",  # partitions, conversations, messages, window: the default at full size, 4
+    # smaller, and a window of 16 (a tenant bound of 8): most events move through the
+    # tenant's overflow queue, which the kill -9 also interrupts
+    [(1, CONVERSATIONS, MESSAGES, 2048), (4, 20, 10, 2048), (1, 20, 10, 16)],
+    ids=["1-partition", "4-partitions", "overflow"],
 )
 async def test_three_replicas_keep_each_conversations_publish_order_through_a_kill_9(
     own_broker: PrivateRabbit,
     own_redis: PrivateRedis,
     fake_model: FakeModelServer,
     tmp_path: Path,
-    shape: tuple[int, int, int],
+    shape: tuple[int, int, int, int],
 ) -> None:
     """50 conversations x 20 messages (one partition; 20 x 10 with four), each
     conversation's back to back, over 3 replicas;
     the admitting replica killed -9 after a third is answered, a fourth started: every
     event answered (one candidate id each), every conversation remembered in publish
-    order, its candidates numbered in that order, nothing dead-lettered or errored."""
-    partitions, conversations, messages = shape
+    order, its candidates numbered in that order, nothing dead-lettered or errored; with a
+    small window, the same through the tenant's overflow queue."""
+    partitions, conversations, messages, window = shape
     fake_model.set_latency(0.01)
     settings = settings_for_test(
         ServiceUrls(own_broker.url, own_redis.url),
@@ -95,6 +98,8 @@ async def test_three_replicas_keep_each_conversations_publish_order_through_a_ki
         prefetch=8,
         lease_seconds=2,
         ingress_partitions=partitions,
+        max_waiting=window,
+        tenant_max_waiting=window // 2,
     )
     keys = [ConversationKey("tord", new_id("u"), new_id("c")) for _ in range(conversations)]
     events = {
@@ -110,6 +115,7 @@ async def test_three_replicas_keep_each_conversations_publish_order_through_a_ki
             while len(received) < len(every_id) // 3:
                 received.append(await client.candidates.get())
         victim = await _admitter(replicas)
+        moved = [await _metric(p, "llmbot_fair_queue_overflowed_total") for p in replicas]
         victim.kill()
         replacement = ConsumerProcess(settings, log_path=tmp_path / "replacement.log")
         replicas.append(replacement)  # _replicas() stops it with the others
@@ -120,6 +126,8 @@ async def test_three_replicas_keep_each_conversations_publish_order_through_a_ki
         assert client.errors.empty(), "an event got an ErrorV1"
         assert await dlq_depth(client) == 0
     assert_one_candidate_id_per_event(received, every_id)
+    if window < len(every_id):  # the small window's run went through the overflow
+        assert sum(moved) > 0, "nothing moved to the overflow queue before the kill"
     out_of_order = []
     for key in keys:
         ids = [str(e["id"]) for e in events[key]]

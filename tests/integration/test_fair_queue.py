@@ -5,12 +5,20 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from typing import cast
 
 import pytest
 import redis.asyncio as aioredis
 
-from llm_bot.adapters.held_message import HeldMessage
-from llm_bot.adapters.redis_fair_queue import Admitted, Busy, RedisFairQueue, Taken
+from llm_bot.adapters.held_message import HeldMessage, decode_held
+from llm_bot.adapters.redis_fair_queue import (
+    OVERFLOW_IDS_TTL_SECONDS,
+    Admitted,
+    Busy,
+    Hand,
+    RedisFairQueue,
+    Taken,
+)
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.memory.conversation_key import ConversationKey
 from tests.support.events import new_id
@@ -226,3 +234,34 @@ async def test_new_events_do_not_postpone_the_recovery_of_a_dead_takers_conversa
         await queue.admit([(key, _held(f"m{n}"), None)])
     assert await queue.recover() == 1
     assert (await _take(queue, "t1")).message.body == b"m0"
+
+
+async def test_a_conversation_with_deliveries_in_the_overflow_sends_its_later_ones_behind(
+    client: aioredis.Redis,
+) -> None:
+    """A delivery moved to the overflow is noted by event id; while any is noted, the
+    conversation's later deliveries move too (publish order), other conversations are
+    admitted; one coming back from the overflow is admitted and struck off, and once none
+    is noted the conversation's deliveries are admitted again."""
+    queue = _queue(client)
+    moved_on, other = _conversation(), _conversation()
+    keys = RedisKeys(prefix=TEST_KEY_PREFIX)
+
+    async def hand(key: ConversationKey, text: str, how: Hand) -> Admitted:
+        [(_, what)] = await queue.admit([(key, _held(text), None)], hands=[(how, text)])
+        return what
+
+    assert await hand(moved_on, "e1", Hand.OVERFLOW) is Admitted.MOVED
+    assert await hand(moved_on, "e2", Hand.IN_ORDER) is Admitted.MOVED  # behind e1
+    assert await hand(other, "o1", Hand.IN_ORDER) is Admitted.READY
+    assert await client.llen(keys.parked(moved_on)) == 0
+    assert await client.smembers(keys.parked_overflow(moved_on)) == {b"e1", b"e2"}
+    assert 0 < await client.ttl(keys.parked_overflow(moved_on)) <= OVERFLOW_IDS_TTL_SECONDS
+    assert await hand(moved_on, "e1", Hand.BACK) is Admitted.READY  # from the overflow
+    assert await hand(moved_on, "e3", Hand.IN_ORDER) is Admitted.MOVED  # e2 still there
+    assert await hand(moved_on, "e2", Hand.BACK) is Admitted.QUEUED
+    assert await hand(moved_on, "e3", Hand.BACK) is Admitted.QUEUED
+    assert not await client.exists(keys.parked_overflow(moved_on))
+    assert await hand(moved_on, "e4", Hand.IN_ORDER) is Admitted.QUEUED  # admitted again
+    parked = await client.lrange(keys.parked(moved_on), 0, -1)
+    assert [decode_held(cast("bytes", p))[1].body for p in parked] == [b"e1", b"e2", b"e3", b"e4"]

@@ -33,6 +33,7 @@ import struct
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from aio_pika.abc import AbstractIncomingMessage
 from pamqp import common, decode, encode
 
 from llm_bot.header_text import header_text, undecodable
@@ -55,6 +56,22 @@ class UnrepresentableTimestamp(datetime.datetime):
         )
         value.raw = raw
         return value
+
+
+def text_properties(message: AbstractIncomingMessage) -> dict[str, object]:
+    """The properties pamqp decodes as text or timestamps, by AMQP name."""
+    return {
+        "message-id": message.message_id,
+        "correlation-id": message.correlation_id,
+        "content-type": message.content_type,
+        "content-encoding": message.content_encoding,
+        "type": message.type,
+        "app-id": message.app_id,
+        "user-id": message.user_id,
+        "reply-to": message.reply_to,
+        "cluster-id": message.cluster_id,
+        "timestamp": message.timestamp,
+    }
 
 
 def envelope_fault(properties: Mapping[str, object], headers: Mapping[str, object]) -> str | None:

@@ -10,6 +10,7 @@ cannot hold (bytes, timestamps, decimals) travel tagged and come back as the sam
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,6 +19,11 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 from aio_pika.abc import AbstractIncomingMessage
+
+MOVED_ROUTING_KEY = "x-llmbot-routing-key"
+"""Header of a delivery's copy in an overflow queue: the routing key it was published with."""
+MOVED_RECEIVED_AT = "x-llmbot-received-at"
+"""Header of a delivery's copy in an overflow queue: when the service first received it."""
 
 
 class MessageLike(Protocol):
@@ -67,9 +73,20 @@ class HeldMessage:
 
     @classmethod
     def of(cls, message: AbstractIncomingMessage, *, received_at: float) -> HeldMessage:
+        """The delivery as it was published: a copy moved to an overflow queue comes back
+        with its original routing key and when it was first received (its headers say)."""
+        headers = dict(message.headers or {})
+        routing_key = message.routing_key
+        moved_from = headers.pop(MOVED_ROUTING_KEY, None)
+        first_received = headers.pop(MOVED_RECEIVED_AT, None)
+        if isinstance(moved_from, str | bytes):
+            routing_key = moved_from.decode() if isinstance(moved_from, bytes) else moved_from
+        if isinstance(first_received, int | float | str | bytes):
+            with contextlib.suppress(ValueError):
+                received_at = min(received_at, float(first_received))
         return cls(
             body=message.body,
-            headers=dict(message.headers or {}),
+            headers=headers,
             content_type=message.content_type,
             content_encoding=message.content_encoding,
             message_id=message.message_id,
@@ -77,7 +94,7 @@ class HeldMessage:
             timestamp=message.timestamp,
             type=message.type,
             app_id=message.app_id,
-            routing_key=message.routing_key,
+            routing_key=routing_key,
             reply_to=message.reply_to,
             redelivered=bool(message.redelivered),
             received_at=received_at,

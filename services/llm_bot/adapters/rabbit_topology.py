@@ -20,6 +20,7 @@ the count) are unbound and drained: ``rabbit_partitions.py``.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, replace
 
 import aio_pika
@@ -103,6 +104,18 @@ class Topology:
             return (self.ingress_queue,)
         return tuple(partition_name(self.ingress_queue, n) for n in range(self.ingress_partitions))
 
+    def overflow_queues(self) -> tuple[str, ...]:
+        """The service's overflow queues (none for the memory worker): where a tenant's
+        deliveries past its bound wait in the broker (``rabbit_overflow.py``)."""
+        if not self.single_active:
+            return ()
+        return tuple(f"{self.ingress_queue}.overflow.{n}" for n in range(OVERFLOW_QUEUES))
+
+    def overflow_queue(self, tenant_id: str) -> str:
+        """The overflow queue of a tenant (tenants share the few there are, by hash)."""
+        queues = self.overflow_queues()
+        return queues[zlib.crc32(tenant_id.encode()) % len(queues)]
+
     @property
     def partition_exchange(self) -> str:
         """The consistent-hash exchange in front of the partitions."""
@@ -112,7 +125,8 @@ class Topology:
         """Every queue this topology declares (for tear-down of demo and test deployments)."""
         results = (self.flow_result_queue,) if self.flow_results else ()
         ingress = tuple(dict.fromkeys((self.ingress_queue, *self.partition_queues())))
-        return (*ingress, self.dlq, self.memory_queue, self.memory_dlq, *results)
+        overflow = self.overflow_queues()
+        return (*ingress, *overflow, self.dlq, self.memory_queue, self.memory_dlq, *results)
 
     def memory_topology_is_separate(self) -> bool:
         return self.memory_queue != self.ingress_queue
@@ -135,6 +149,9 @@ class Topology:
 HASH_PROPERTY = "correlation_id"
 """What the partitions exchange hashes: the conversation id (SPEC 3: ``correlation_id`` =
 ``conversation_id`` on every event; one without it goes to one fixed partition)."""
+OVERFLOW_QUEUES = 8
+"""Overflow queues of the service: enough that tenants flooding at once rarely share one
+(two that do drain at the pace of the slower)."""
 MAX_PARTITIONS = 32
 """``LLM_BOT_INGRESS_PARTITIONS`` at most: the partitions looked for to drain."""
 

@@ -74,6 +74,27 @@ class Admitted(IntEnum):
     """First of its conversation, not taken: the caller makes the conversation ready."""
     TAKEN = 2
     """First of its conversation, and taken for the caller with the token it gave."""
+    MOVED = 3
+    """Not admitted: the caller moves it to its tenant's overflow queue (asked to, or
+    earlier deliveries of its conversation are there), its event id noted as there."""
+
+
+class Hand(IntEnum):
+    """How a delivery is handed to the queue."""
+
+    IN_ORDER = 0
+    """Admitted, unless deliveries of its conversation wait in an overflow queue: then
+    :attr:`Admitted.MOVED` (behind them)."""
+    OVERFLOW = 1
+    """Its tenant is at its bound: :attr:`Admitted.MOVED`."""
+    BACK = 2
+    """Admitted whatever waits in the overflow (it comes from there, or is admitted again
+    after Redis lost it); its event id is struck off the overflow's."""
+
+
+OVERFLOW_IDS_TTL_SECONDS = 7 * 24 * 3600
+"""A conversation's note of deliveries in an overflow queue lives this long after its last
+move (a note left by a move whose copy never reached the queue is outlived, not kept)."""
 
 
 @dataclass(frozen=True)
@@ -162,14 +183,17 @@ class RedisFairQueue:
         self,
         items: Sequence[tuple[ConversationKey, HeldMessage, str | None]],
         uids: Sequence[str] | None = None,
+        hands: Sequence[tuple[Hand, str]] | None = None,
     ) -> list[tuple[str, Admitted]]:
         """Store deliveries at the end of their conversations, in order, in one round trip;
         with a token, also take the conversation when the delivery is its first. Returns
         each delivery's uid and what became of it. ``uids``: the uids they had (admitted
-        again after Redis lost them), else new ones."""
+        again after Redis lost them), else new ones. ``hands``: how each is handed, with
+        its event id (default: :attr:`Hand.IN_ORDER`)."""
         uids = list(uids) if uids is not None else [self.new_uid() for _ in items]
+        hands = list(hands) if hands is not None else [(Hand.IN_ORDER, "")] * len(items)
         async with self._redis.pipeline(transaction=False) as pipe:
-            for uid, (key, held, token) in zip(uids, items, strict=True):
+            for uid, (key, held, token), (hand, event_id) in zip(uids, items, hands, strict=True):
                 shard = self.shard(key.tenant_id)
                 # Watched before it is stored: if the admitter dies before it takes or
                 # readies the conversation, recovery readies it once this is due.
@@ -181,13 +205,16 @@ class RedisFairQueue:
                 queue_script(
                     pipe,
                     self._admit,
-                    keys=self._conversation_keys(key),
+                    keys=[*self._conversation_keys(key), self._keys.parked_overflow(key)],
                     args=[
                         encode_held(uid, held),
                         int(token is not None),
                         token or "",
                         self._ttl_ms,
                         uid,
+                        int(hand),
+                        event_id,
+                        OVERFLOW_IDS_TTL_SECONDS,
                     ],
                 )
             results = await pipe.execute()

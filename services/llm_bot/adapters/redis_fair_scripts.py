@@ -14,6 +14,13 @@ ADMITTER_LENGTH = 12
 in RabbitMQ): whoever completes it knows whom to tell."""
 
 _ADMIT = """
+if ARGV[6] == '2' then
+  redis.call('SREM', KEYS[4], ARGV[7])
+elseif ARGV[6] == '1' or redis.call('EXISTS', KEYS[4]) == 1 then
+  redis.call('SADD', KEYS[4], ARGV[7])
+  redis.call('EXPIRE', KEYS[4], ARGV[8])
+  return 3
+end
 redis.call('HSETNX', KEYS[3], ARGV[5], 0)
 local n = redis.call('RPUSH', KEYS[1], ARGV[1])
 if n > 1 then return 0 end
@@ -23,6 +30,12 @@ if ARGV[2] == '1' and redis.call('SET', KEYS[2], ARGV[3], 'NX', 'PX', ARGV[4]) t
 end
 return 1
 """
+"""Admit one delivery (KEYS: park, lease, claims, overflow ids; ARGV: entry, take?, token,
+ttl ms, uid, how, event id, overflow ttl s). ``how``: 0 admit unless the conversation has
+deliveries in an overflow queue (then moved behind them: 3); 1 move it to the overflow
+(its tenant is at its bound: 3); 2 admit it (it comes from the overflow, or is admitted
+again after Redis lost it) and strike its id off. Admitted: 0 behind others, 1 first
+(ready), 2 first and taken with the token."""
 _POP_HEAD = """
 local m = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0, 1)
 local left = redis.call('ZCARD', KEYS[1])

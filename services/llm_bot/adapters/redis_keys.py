@@ -114,6 +114,12 @@ class RedisKeys:
         """Hash: parked delivery uid -> how many times it was taken (a poison bound)."""
         return f"{self.user_scope(key.tenant_id, key.user_id)}:parkn:{self._conv_or_all(key)}"
 
+    def parked_overflow(self, key: ConversationKey) -> str:
+        """Set of the event ids of the conversation's deliveries moved to an overflow queue
+        and not admitted yet: while it has any, the conversation's later deliveries go
+        there too, behind them (publish order)."""
+        return f"{self.user_scope(key.tenant_id, key.user_id)}:parkx:{self._conv_or_all(key)}"
+
     def fair_shard(self, lane: str, shard: int) -> str:
         """The prefix of one shard of the fair queue's global index for one ingress queue
         (``lane``): its ready conversations per tenant, the tenants with any, the taken

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
+import dataclasses
+import functools
 import math
 import time
 import uuid
@@ -40,14 +41,14 @@ from aio_pika.abc import (
     AbstractRobustChannel,
     AbstractRobustConnection,
 )
-from aiormq.abc import FieldTable
 from aiormq.exceptions import ChannelPreconditionFailed
 from opentelemetry.trace import SpanKind, Tracer
 
 from llm_bot.adapters import amqp_text
-from llm_bot.adapters.amqp_text import envelope_fault
+from llm_bot.adapters.amqp_text import envelope_fault, text_properties
 from llm_bot.adapters.held_message import HeldMessage
 from llm_bot.adapters.rabbit_connection import connect_amqp_robust
+from llm_bot.adapters.rabbit_overflow import declare_overflow, move_to_overflow
 from llm_bot.adapters.rabbit_partitions import unbind_old_layout
 from llm_bot.adapters.rabbit_publisher import RabbitPublisher
 from llm_bot.adapters.rabbit_replies import RabbitReplies
@@ -56,6 +57,8 @@ from llm_bot.contract import CandidateV1, FlowResultV1, InternalEventV2, MemoryJ
 from llm_bot.delivery.fair_dispatch import FairDispatcher, Fairness, StillOurs
 from llm_bot.delivery.process_tuning import CONSUMING_TUNING
 from llm_bot.delivery.settlements import RabbitSettlement, Settlement
+from llm_bot.delivery.subscriptions import subscribe
+from llm_bot.delivery.unanswered import Offered
 from llm_bot.errors import DependencyUnavailable, PublishFailed, log_fields
 from llm_bot.header_text import undecodable
 from llm_bot.memory.conversation_key import ConversationKey
@@ -182,6 +185,7 @@ class EventConsumer:
         await channel.set_qos(prefetch_count=window)  # per consumer: per partition
         try:
             declared = await declare_topology(channel, self._topology)
+            overflow = await self._open_overflow()
         except ChannelPreconditionFailed as exc:
             raise DependencyUnavailable(
                 f"RabbitMQ refused the topology ({exc.args[0] if exc.args else exc}); a queue "
@@ -204,20 +208,22 @@ class EventConsumer:
         for name in declared.unordered:
             log.warning("ingress.queue_without_single_active_consumer", queue=name)
         if self._fairness is not None:
+            fairness = self._fairness
+            if overflow:
+                fairness = dataclasses.replace(fairness, overflow=self._move_to_overflow)
             self._dispatcher = FairDispatcher(
-                fairness=self._fairness,
+                fairness=fairness,
                 process=self._process_held,
                 dead_letter=self._dead_letter_copy,
                 metrics=self._metrics,
             )
             self._dispatcher.start()
-        for queue in declared.partitions:
-            # The memory worker's consumers are equals (no single active one): no priority.
-            arguments: FieldTable = {}
-            if self._topology.single_active:
-                arguments["x-priority"] = partition_priority(self._replica, queue.name)
-            tag = await queue.consume(self._on_message, no_ack=False, arguments=arguments)
-            self._consuming[queue.name] = (queue, tag)
+        replica = self._replica if self._topology.single_active else None
+        self._consuming.update(
+            await subscribe(declared.partitions, self._on_message, replica=replica)
+        )
+        on_overflow = functools.partial(self._on_message, overflowed=True)
+        self._consuming.update(await subscribe(overflow, on_overflow, replica=self._replica))
         self._consumer_tag = self._consuming[self._queue.name][1]
         self._metrics.ingress_queues.labels("partition").set(
             len(declared.partitions) - len(declared.unordered)
@@ -297,15 +303,38 @@ class EventConsumer:
             await self._connection.close()
         log.info("consumer.stopped")
 
-    async def _on_message(self, message: AbstractIncomingMessage) -> None:
+    async def _open_overflow(self) -> tuple[AbstractQueue, ...]:
+        """The service's overflow queues, on a channel of their own: its window (a tenant's
+        bound) is apart from the partitions' (``rabbit_overflow.py``)."""
+        if not self._topology.overflow_queues() or self._connection is None:
+            return ()
+        channel = await self._connection.channel(publisher_confirms=False)
+        bound = self._fairness.tenant_max_waiting if self._fairness else self._prefetch
+        await channel.set_qos(prefetch_count=max(self._prefetch, bound))
+        return await declare_overflow(channel, self._topology)
+
+    async def _move_to_overflow(self, offered: Sequence[Offered]) -> list[bool]:
+        channel = self._channel
+        if channel is None or channel.is_closed:
+            return [False] * len(offered)
+        moves = [(one.key.tenant_id, one.held) for one in offered]
+        return await move_to_overflow(channel, self._topology, moves)
+
+    async def _on_message(
+        self, message: AbstractIncomingMessage, *, overflowed: bool = False
+    ) -> None:
+        """A delivery of a partition, or (``overflowed``) of an overflow queue."""
         if self._stopping:  # left unacked: given back when the connection closes
             return
         held = HeldMessage.of(message, received_at=time.time())
-        fault = envelope_fault(_text_properties(message), held.headers)
+        fault = envelope_fault(text_properties(message), held.headers)
         if self._dispatcher is not None and fault is None:
-            key = self._conversation_of(held.body)
-            if key is not None:
-                self._dispatcher.offer(message, held, key)
+            ids = self._ids_of(held.body)
+            if ids is not None:
+                key = ConversationKey(ids.tenant_id, ids.user_id, ids.conversation_id)
+                self._dispatcher.offer(
+                    message, held, key, event_id=ids.event_id, overflowed=overflowed
+                )
                 return
         settlement = RabbitSettlement(message)
         work = self._process_held(held, settlement, None, None, fault=fault)
@@ -315,16 +344,13 @@ class EventConsumer:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _conversation_of(self, body: bytes) -> ConversationKey | None:
-        """The conversation of an event whose ids can be read (None: the handler says at
-        once what is wrong). Only the ids are read here, not the schema: admission is the
-        cost every event of a backlog pays before a quiet tenant's event is reached; the
-        handler validates the rest when the event's turn comes."""
+    def _ids_of(self, body: bytes) -> EventIds | None:
+        """The ids of an event whose ids can be read (None: the handler says at once what
+        is wrong). Only the ids are read here, not the schema: admission is the cost every
+        event of a backlog pays before a quiet tenant's event is reached; the handler
+        validates the rest when the event's turn comes."""
         assert self._fairness is not None  # noqa: S101  # only called with fairness on
-        ids = readable_ids(body, max_bytes=self._fairness.max_body_bytes)
-        if ids is None:
-            return None
-        return ConversationKey(ids.tenant_id, ids.user_id, ids.conversation_id)
+        return readable_ids(body, max_bytes=self._fairness.max_body_bytes)
 
     async def _process_held(
         self,
@@ -535,33 +561,6 @@ class EventConsumer:
         if self._publisher is None:
             raise RuntimeError("consumer not started")
         return self._publisher
-
-
-def partition_priority(replica: str, queue: str) -> int:
-    """This replica's consumer priority on a partition: rendezvous hashing, so each
-    partition prefers one replica and the partitions spread evenly over the replicas
-    whatever their number. RabbitMQ 4.x makes the highest-priority consumer of a single
-    active consumer queue the active one (the current one fades: it gets nothing more and
-    hands over once what it holds is acked, so order holds); 3.x ignores it (the first
-    consumer is active)."""
-    digest = hashlib.sha256(f"{replica}/{queue}".encode()).digest()
-    return int.from_bytes(digest[:2], "big") % 1000
-
-
-def _text_properties(message: AbstractIncomingMessage) -> dict[str, object]:
-    """The properties pamqp decodes as text or timestamps, by AMQP name."""
-    return {
-        "message-id": message.message_id,
-        "correlation-id": message.correlation_id,
-        "content-type": message.content_type,
-        "content-encoding": message.content_encoding,
-        "type": message.type,
-        "app-id": message.app_id,
-        "user-id": message.user_id,
-        "reply-to": message.reply_to,
-        "cluster-id": message.cluster_id,
-        "timestamp": message.timestamp,
-    }
 
 
 def _reply_address(message: HeldMessage) -> str | None:

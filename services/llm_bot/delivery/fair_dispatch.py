@@ -30,14 +30,14 @@ import contextlib
 import contextvars
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import structlog
 from aio_pika.abc import AbstractIncomingMessage
 
 from llm_bot.adapters.held_message import HeldMessage
-from llm_bot.adapters.redis_fair_queue import Admitted, RedisFairQueue, Taken
+from llm_bot.adapters.redis_fair_queue import Admitted, Hand, RedisFairQueue, Taken
 from llm_bot.delivery.settlements import ParkedSettlement, Settlement
 from llm_bot.delivery.unanswered import Offered, UnansweredDeliveries, channel_closed
 from llm_bot.errors import LlmBotError, log_fields
@@ -64,6 +64,10 @@ it saw one in the last ``ACKS_BUSY_SECONDS`` (else every ``ACKS_IDLE_POLL_SECOND
 lone replica completes its own, and a read costs a round trip)."""
 ACKS_IDLE_POLL_SECONDS = 1.0
 ACKS_BUSY_SECONDS = 10.0
+WINDOW_SHARE = 4
+"""A tenant's admitted deliveries hold a quarter of the ingress window at most (with an
+overflow): beyond it, its further ones move to its overflow queue, so tenants that flood
+together leave room in the window for the others."""
 _WAKE = object()
 """Put in the admission inbox to make the loop look at deliveries released from a bound."""
 
@@ -83,8 +87,14 @@ class Fairness:
     """The ingress window (prefetch): deliveries held unacked by the replica at most."""
     tenant_max_waiting: int = 1024
     """Deliveries of one tenant admitted and unanswered on the replica at most."""
+    overflow: MoveToOverflow | None = None
+    """Where a tenant's deliveries beyond its bound go (None: they are held here, in the
+    ingress window, until the tenant has room)."""
 
 
+MoveToOverflow = Callable[[Sequence[Offered]], Awaitable[list[bool]]]
+"""Copy deliveries to their tenants' overflow queues, in order: True for each the broker
+confirmed (its original is then acked here), False for each it did not."""
 StillOurs = Callable[[], Awaitable[bool]]
 ProcessHeld = Callable[[HeldMessage, Settlement, str, Outcome | None, StillOurs], Awaitable[None]]
 """The consumer's processing of a taken delivery under its lease token (a verdict skips
@@ -120,6 +130,8 @@ class FairDispatcher:
         self._ledger = UnansweredDeliveries(
             tenant_bound=fairness.tenant_max_waiting, metrics=metrics
         )
+        self._overflow = fairness.overflow
+        self._window_bound = max(1, fairness.max_waiting // WINDOW_SHARE)
         self._wake = asyncio.Event()
         self._waiting: set[str] = set()
         self._refreshed = 0.0
@@ -151,11 +163,18 @@ class FairDispatcher:
         ]
 
     def offer(
-        self, message: AbstractIncomingMessage, held: HeldMessage, key: ConversationKey
+        self,
+        message: AbstractIncomingMessage,
+        held: HeldMessage,
+        key: ConversationKey,
+        *,
+        event_id: str = "",
+        overflowed: bool = False,
     ) -> None:
-        """Queue a valid delivery for admission (in delivery order)."""
+        """Queue a valid delivery for admission (in delivery order); ``overflowed``: it
+        comes from its tenant's overflow queue."""
         self._offers += 1
-        self._inbox.put_nowait(Offered(message, held, key))
+        self._inbox.put_nowait(Offered(message, held, key, event_id, overflowed))
 
     async def stop_taking(self, *, give_back: bool = True) -> set[asyncio.Task[None]]:
         """No more admitting or taking; what was not admitted goes back to RabbitMQ (now
@@ -184,77 +203,123 @@ class FairDispatcher:
             self._wake_queued = False
             self._offers -= sum(1 for o in arrived if isinstance(o, Offered))
             released = self._ledger.released()  # older than any of their tenant's arrivals
-            batch = released + self._within_bounds(
-                [o for o in arrived if isinstance(o, Offered)], released
-            )
+            batch = self._within_bounds([o for o in arrived if isinstance(o, Offered)], released)
             # One whose channel closed is the broker's again: redelivered (to the partition's
             # next active consumer, maybe), admitted from there, in order; admitted from
             # here too, it could land ahead of that partition's earlier deliveries.
-            batch = [o for o in batch if not channel_closed(o.message)]
+            batch = [(o, hand) for o, hand in batch if not channel_closed(o.message)]
             if not batch:
                 continue
             try:
                 await self._admit(batch)
                 self._wake.set()
             except asyncio.CancelledError:
-                for offered in batch:
+                for offered, _ in batch:
                     with contextlib.suppress(Exception):
                         await offered.message.nack(requeue=True)
                 raise
             except Exception as exc:  # noqa: BLE001  # Redis refused: back to RabbitMQ, not lost
                 log.warning("fair.admission_failed", **log_fields(exc), count=len(batch))
                 await asyncio.sleep(ADMIT_RETRY_SECONDS)
-                for offered in batch:
+                for offered, _ in batch:
                     with contextlib.suppress(Exception):
                         await offered.message.nack(requeue=True)
 
-    def _within_bounds(self, offered: list[Offered], released: list[Offered]) -> list[Offered]:
-        """Of the deliveries arrived, those to admit now (after ``released``, which were held
-        back and have room again); those of a tenant at its bound wait here (in delivery
-        order: once one waits, its tenant's later ones wait behind it)."""
-        batch: list[Offered] = []
+    def _within_bounds(
+        self, offered: list[Offered], released: list[Offered]
+    ) -> list[tuple[Offered, Hand]]:
+        """Of the deliveries arrived, those to hand to the queue now (after ``released``,
+        which were held back and have room again), each with how. A tenant's deliveries
+        past its bound (a quarter of the ingress window, with an overflow) move to its
+        overflow queue; those delivered from there, past the tenant's bound, wait here (in
+        delivery order: once one waits, its tenant's later ones wait behind it)."""
+        batch: list[tuple[Offered, Hand]] = []
         admitting: dict[str, int] = {}
         for one in released:
             admitting[one.key.tenant_id] = admitting.get(one.key.tenant_id, 0) + 1
+            batch.append((one, Hand.BACK if one.overflowed else Hand.IN_ORDER))
         for one in offered:
             tenant = one.key.tenant_id
-            if self._ledger.at_bound(tenant, admitting.get(tenant, 0)):
+            chosen = admitting.get(tenant, 0)
+            if self._overflow is not None and not one.overflowed:
+                if self._ledger.at_bound(tenant, chosen, self._window_bound):
+                    batch.append((one, Hand.OVERFLOW))
+                    continue
+            elif self._ledger.at_bound(tenant, chosen):
                 self._ledger.hold_back(one)
                 continue
-            admitting[tenant] = admitting.get(tenant, 0) + 1
-            batch.append(one)
+            admitting[tenant] = chosen + 1
+            batch.append((one, Hand.BACK if one.overflowed else Hand.IN_ORDER))
         return batch
 
-    async def _admit(self, batch: list[Offered]) -> None:
-        tokens = [self._reserve(offered.key.tenant_id) for offered in batch]
+    async def _admit(self, batch: list[tuple[Offered, Hand]]) -> None:
+        tokens = [
+            None if hand is Hand.OVERFLOW else self._reserve(o.key.tenant_id) for o, hand in batch
+        ]
         try:
             admitted = await self._queue.admit(
-                [(o.key, o.held, t) for o, t in zip(batch, tokens, strict=True)]
+                [(o.key, o.held, t) for (o, _), t in zip(batch, tokens, strict=True)],
+                hands=[(hand, o.event_id) for o, hand in batch],
             )
         except BaseException:
-            for offered, token in zip(batch, tokens, strict=True):
+            for (offered, _), token in zip(batch, tokens, strict=True):
                 if token is not None:
                     self._shares.finish(offered.key.tenant_id)
             raise
         ready: list[ConversationKey] = []
-        for offered, token, (uid, what) in zip(batch, tokens, admitted, strict=True):
+        moved: list[Offered] = []
+        for (offered, _), token, (uid, what) in zip(batch, tokens, admitted, strict=True):
             if what is Admitted.TAKEN and token is not None:
                 self._spawn(Taken(offered.key, uid, offered.held, token, 1))
                 continue
-            tenant = offered.key.tenant_id
             if token is not None:
-                self._shares.finish(tenant)
-            reason = "conversation_busy"
-            if what is Admitted.READY:
-                reason = "no_slot" if self._shares.under_share(tenant) else "tenant_over_share"
+                self._shares.finish(offered.key.tenant_id)
+            if what is Admitted.MOVED:
+                moved.append(offered)
+            elif self._waits(offered.key, what):
                 ready.append(offered.key)
-            self._metrics.fair_waited.labels(reason).inc()
-        for offered, (uid, _) in zip(batch, admitted, strict=True):
-            self._ledger.add(uid, offered)  # unacked until answered
+        for (offered, _), (uid, what) in zip(batch, admitted, strict=True):
+            if what is not Admitted.MOVED:
+                self._ledger.add(uid, offered)  # unacked until answered
         if ready:  # if this fails, recovery readies them from the watch
             await self._queue.make_ready(*ready)
             self._waiting.update(key.tenant_id for key in ready)
             self._wake.set()
+        if moved:
+            await self._move(moved)
+
+    def _waits(self, key: ConversationKey, what: Admitted) -> bool:
+        """Count why an admitted delivery waits; True when its conversation is to be made
+        ready (it is the first of its conversation)."""
+        reason = "conversation_busy"
+        if what is Admitted.READY:
+            under = self._shares.under_share(key.tenant_id)
+            reason = "no_slot" if under else "tenant_over_share"
+        self._metrics.fair_waited.labels(reason).inc()
+        return what is Admitted.READY
+
+    async def _move(self, moved: list[Offered]) -> None:
+        """Copy deliveries to their tenants' overflow queues and ack each whose copy the
+        broker confirmed; one it did not (its overflow queue full, a broker fault) is held
+        here and moved again once its tenant has room (its id stays noted in Redis, so its
+        conversation's later deliveries still go behind it)."""
+        confirmed = [False] * len(moved)
+        if self._overflow is not None:
+            try:
+                confirmed = await self._overflow(moved)
+            except Exception as exc:  # noqa: BLE001  # held here instead: not lost
+                log.warning("fair.overflow_refused", **log_fields(exc), count=len(moved))
+        refused = 0
+        for offered, ok in zip(moved, confirmed, strict=True):
+            if ok:
+                with contextlib.suppress(Exception):  # closed: redelivered, moved again
+                    await offered.message.ack()
+            else:
+                refused += 1
+                self._ledger.hold_back(offered)
+        self._metrics.fair_overflowed.labels("moved").inc(len(moved) - refused)
+        if refused:
+            self._metrics.fair_overflowed.labels("refused").inc(refused)
 
     def _reserve(self, tenant: str) -> str | None:
         """A token to take the conversation at once with, and a slot reserved for it, when
@@ -453,7 +518,9 @@ class FairDispatcher:
         if not lost:
             return
         admitted = await self._queue.admit(
-            [(o.key, o.held, None) for _, o in lost], uids=[uid for uid, _ in lost]
+            [(o.key, o.held, None) for _, o in lost],
+            uids=[uid for uid, _ in lost],
+            hands=[(Hand.BACK, o.event_id) for _, o in lost],
         )
         ready = [
             o.key

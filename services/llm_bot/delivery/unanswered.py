@@ -40,6 +40,9 @@ class Offered:
     message: AbstractIncomingMessage
     held: HeldMessage
     key: ConversationKey
+    event_id: str = ""
+    overflowed: bool = False
+    """Delivered from its tenant's overflow queue (moved there at its tenant's bound)."""
 
 
 @dataclass
@@ -71,12 +74,12 @@ class UnansweredDeliveries:
     def holding_back(self) -> bool:
         return bool(self._held_back)
 
-    def at_bound(self, tenant: str, admitting: int = 0) -> bool:
-        """Whether a delivery of ``tenant`` must wait here (``admitting``: the tenant's
-        deliveries already chosen for the batch being admitted)."""
-        return bool(self._held_back.get(tenant)) or (
-            self._counts[tenant] + admitting >= self._bound
-        )
+    def at_bound(self, tenant: str, admitting: int = 0, bound: int | None = None) -> bool:
+        """Whether a delivery of ``tenant`` must not be admitted now (``admitting``: the
+        tenant's deliveries already chosen for the batch being admitted; ``bound``: a
+        lower one than the tenant's, for deliveries that would hold the ingress window)."""
+        limit = self._bound if bound is None else min(bound, self._bound)
+        return bool(self._held_back.get(tenant)) or (self._counts[tenant] + admitting >= limit)
 
     def hold_back(self, offered: Offered) -> None:
         tenant = offered.key.tenant_id

@@ -64,6 +64,14 @@ class FairDispatchMetrics:
             "admitted again from the delivery RabbitMQ still held.",
             registry=registry,
         )
+        self.fair_overflowed = Counter(
+            "llmbot_fair_queue_overflowed",
+            "Deliveries of a tenant past its bound copied to its overflow queue, by result: "
+            "moved (the broker confirmed the copy; the original is acked) or refused (held "
+            "in the replica, moved again once the tenant has room).",
+            ["result"],
+            registry=registry,
+        )
         self.ingress_queues = Gauge(
             "llmbot_ingress_queues",
             "Ingress queues this replica consumes, by role: partition (single active "
