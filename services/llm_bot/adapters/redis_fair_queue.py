@@ -192,16 +192,17 @@ class RedisFairQueue:
         its event id (default: :attr:`Hand.IN_ORDER`)."""
         uids = list(uids) if uids is not None else [self.new_uid() for _ in items]
         hands = list(hands) if hands is not None else [(Hand.IN_ORDER, "")] * len(items)
+        later = self._later()
+        watch: dict[int, dict[str, int]] = {}
+        for key, _, _ in items:
+            watch.setdefault(self.shard(key.tenant_id), {})[self._member(key)] = later
         async with self._redis.pipeline(transaction=False) as pipe:
+            # Watched before they are stored (one ZADD per shard): if the admitter dies
+            # before it takes or readies a conversation, recovery readies it once due.
+            for shard, members in watch.items():
+                # NX: a conversation's new events never postpone its recovery
+                pipe.zadd(self._keys.fair_taken(self._lane, shard), members, nx=True)
             for uid, (key, held, token), (hand, event_id) in zip(uids, items, hands, strict=True):
-                shard = self.shard(key.tenant_id)
-                # Watched before it is stored: if the admitter dies before it takes or
-                # readies the conversation, recovery readies it once this is due.
-                pipe.zadd(  # NX: a conversation's new events never postpone its recovery
-                    self._keys.fair_taken(self._lane, shard),
-                    {self._member(key): self._later()},
-                    nx=True,
-                )
                 queue_script(
                     pipe,
                     self._admit,
@@ -218,7 +219,7 @@ class RedisFairQueue:
                     ],
                 )
             results = await pipe.execute()
-        admitted = [Admitted(answer) for answer in _admit_results(results, items)]
+        admitted = [Admitted(int(str(answer))) for answer in results[len(watch) :]]
         return list(zip(uids, admitted, strict=True))
 
     async def make_ready(self, *keys: ConversationKey, delay: float = 0.0) -> None:
@@ -547,10 +548,3 @@ def _conversation_name_parts(keys: RedisKeys) -> tuple[str, str, str, str, str]:
         raise ValueError("the conversation's fair-queue keys are not named as expected")
     park, lease, claims = parts
     return head, tail, park, lease, claims
-
-
-def _admit_results(
-    results: list[object], items: Sequence[tuple[ConversationKey, HeldMessage, str | None]]
-) -> list[int]:
-    """The admit scripts' answers among the pipeline's (each item: ZADD, script)."""
-    return [int(str(results[2 * n + 1])) for n in range(len(items))]

@@ -4,7 +4,8 @@ fair queue in Redis by tenant share and conversation turn (SPEC 4 "Fairness").
 - **Admission** (one loop, in delivery order): a valid delivery is stored at the end of its
   conversation in Redis, one round trip per batch, and stays unacked in RabbitMQ until it
   is answered (``unanswered.py``: the broker remains the record, Redis schedules; a tenant
-  at ``LLM_BOT_TENANT_MAX_WAITING`` has its further deliveries held back). When it is the
+  past a quarter of the window has its further deliveries moved to its overflow queue,
+  ``rabbit_overflow.py``, from which they come back as it has room). When it is the
   conversation's first, a slot is free and its tenant is under its share, it is taken at
   once (the fast path: no more round trips than the lease it replaces). Otherwise the
   conversation is ready (or already queued behind its holder) and the delivery holds
@@ -32,6 +33,7 @@ import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import structlog
 from aio_pika.abc import AbstractIncomingMessage
@@ -68,6 +70,7 @@ WINDOW_SHARE = 4
 """A tenant's admitted deliveries hold a quarter of the ingress window at most (with an
 overflow): beyond it, its further ones move to its overflow queue, so tenants that flood
 together leave room in the window for the others."""
+_T = TypeVar("_T")
 _WAKE = object()
 """Put in the admission inbox to make the loop look at deliveries released from a bound."""
 
@@ -131,6 +134,8 @@ class FairDispatcher:
             tenant_bound=fairness.tenant_max_waiting, metrics=metrics
         )
         self._overflow = fairness.overflow
+        self._moving: asyncio.Queue[list[Offered]] = asyncio.Queue()
+        """Batches of deliveries to move to the overflow, in admission order."""
         self._window_bound = max(1, fairness.max_waiting // WINDOW_SHARE)
         self._wake = asyncio.Event()
         self._waiting: set[str] = set()
@@ -160,6 +165,7 @@ class FairDispatcher:
             asyncio.create_task(self._dispatch_loop(), name="fair-dispatch"),
             asyncio.create_task(self._recovery_loop(), name="fair-recovery"),
             asyncio.create_task(self._acks_loop(), name="fair-acks"),
+            asyncio.create_task(self._move_loop(), name="fair-moves"),
         ]
 
     def offer(
@@ -187,6 +193,7 @@ class FairDispatcher:
             loop.cancel()
         await asyncio.gather(*self._loops, return_exceptions=True)
         waiting = [o for o in _drain(self._inbox) if isinstance(o, Offered)]
+        waiting += [o for batch in _drain(self._moving) for o in batch]
         held_back = self._ledger.give_back()
         if not give_back:
             return set(self._runs)
@@ -285,8 +292,8 @@ class FairDispatcher:
             await self._queue.make_ready(*ready)
             self._waiting.update(key.tenant_id for key in ready)
             self._wake.set()
-        if moved:
-            await self._move(moved)
+        if moved:  # in order, by the move loop: admission goes on meanwhile
+            self._moving.put_nowait(moved)
 
     def _waits(self, key: ConversationKey, what: Admitted) -> bool:
         """Count why an admitted delivery waits; True when its conversation is to be made
@@ -297,6 +304,20 @@ class FairDispatcher:
             reason = "no_slot" if under else "tenant_over_share"
         self._metrics.fair_waited.labels(reason).inc()
         return what is Admitted.READY
+
+    async def _move_loop(self) -> None:
+        """Moves to the overflow, a batch at a time (its copies published in order, the
+        confirms awaited together), apart from admission: a quiet tenant's delivery behind
+        the flood is admitted while the flood's copies are confirmed."""
+        while True:
+            moved = await self._moving.get()
+            try:
+                await self._move(moved)
+            except asyncio.CancelledError:
+                for offered in moved:  # unacked: the broker has them back
+                    with contextlib.suppress(Exception):
+                        await offered.message.nack(requeue=True)
+                raise
 
     async def _move(self, moved: list[Offered]) -> None:
         """Copy deliveries to their tenants' overflow queues and ack each whose copy the
@@ -568,8 +589,8 @@ def retaken(taken: Taken) -> HeldMessage:
     return dataclasses.replace(held, headers=headers, redelivered=True)
 
 
-def _drain(inbox: asyncio.Queue[Offered | object]) -> list[Offered | object]:
+def _drain(queue: asyncio.Queue[_T]) -> list[_T]:
     items = []
-    while not inbox.empty():
-        items.append(inbox.get_nowait())
+    while not queue.empty():
+        items.append(queue.get_nowait())
     return items

@@ -4,9 +4,11 @@ they are answered (SPEC 4: nothing the broker confirmed may be lost to Redis).
 Redis only schedules: the broker keeps every waiting event until its candidate (or ErrorV1
 and dead letter) is confirmed. What waits outside the broker's keeping is a copy, bounded
 per replica by the ingress window (``LLM_BOT_MAX_WAITING``) and per tenant by
-``LLM_BOT_TENANT_MAX_WAITING``: a tenant at its bound has its further deliveries held here,
-unacked and not admitted, in delivery order, until its own events are answered; when the
-window is full, RabbitMQ stops delivering and its bounded queue pushes back.
+``LLM_BOT_TENANT_MAX_WAITING``. A tenant's deliveries past its bound move to its overflow
+queue (``rabbit_overflow.py``); held here, unacked and in delivery order, are only those
+delivered from the overflow past the tenant's bound and those whose move the broker
+refused. When the window is full, RabbitMQ stops delivering and its bounded queue pushes
+back.
 
 If Redis loses a waiting copy (a restart without persistence, kill -9, a failover to a
 replica that lagged, an eviction), the admitter still holds the delivery and admits it
