@@ -1,13 +1,15 @@
 """What waits outside the broker is bounded per tenant (SPEC 4 "Bounded waiting"; issue 42):
 a replica admits at most ``LLM_BOT_TENANT_MAX_WAITING`` of a tenant's deliveries to Redis;
 the tenant's further deliveries wait in the replica, unacked and in order, while another
-tenant's are admitted; each answer lets the next one in. Real Redis, the real dispatcher."""
+tenant's are admitted; each answer lets the next one in (without an overflow queue: the
+dispatcher alone). With one, a tenant's deliveries past its bound move there.
+Real Redis, the real dispatcher (the broker's side: tests/e2e/test_flood_overflow.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, cast
 
 import pytest
@@ -20,6 +22,7 @@ from llm_bot.adapters.redis_fair_queue import RedisFairQueue
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.delivery.fair_dispatch import FairDispatcher, Fairness
 from llm_bot.delivery.settlements import Settlement
+from llm_bot.delivery.unanswered import Offered
 from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.service.fairness import TenantShares
 from llm_bot.telemetry.metrics import Metrics
@@ -147,3 +150,75 @@ async def test_a_tenant_past_its_bound_waits_unacked_while_another_is_admitted(
             task.cancel()
     held_back = [d for t, d in deliveries.items() if t.startswith("flood") and d.nacked]
     assert len(held_back) == 4  # given back to the broker at shutdown, never acked
+
+
+async def test_past_its_bound_a_tenant_moves_to_its_overflow_and_a_refused_move_stays_unacked(
+    client: aioredis.Redis,
+) -> None:
+    """With an overflow: a tenant's deliveries past its bound are copied there and acked
+    once the copy is confirmed; a copy the broker refused leaves its
+    delivery unacked in the replica, moved again once the tenant has room; another tenant
+    is admitted meanwhile."""
+    queue = RedisFairQueue(
+        client=cast("RedisClient", client),
+        keys=KEYS,
+        lane=f"lane-{uuid.uuid4().hex[:8]}",
+        lease_seconds=5.0,
+    )
+    metrics = Metrics(registry=CollectorRegistry())
+    slowly = _Slowly()
+    moved: list[str] = []
+    refuse = [True]
+
+    async def mover(offered: Sequence[Offered]) -> list[bool]:
+        if refuse[0]:
+            return [False] * len(offered)
+        moved.extend(o.held.body.decode() for o in offered)
+        return [True] * len(offered)
+
+    async def never(*_: Any) -> None:
+        raise AssertionError("nothing is dead-lettered here")
+
+    dispatcher = FairDispatcher(
+        fairness=Fairness(
+            queue=queue,
+            lease=InMemoryLease(),
+            shares=TenantShares(slots=2, max_in_flight=1, weights={}),
+            max_body_bytes=1 << 20,
+            max_takes=5,
+            recover_every=60.0,
+            max_waiting=4 * BOUND,  # never half full here: the tenant's bound applies
+            tenant_max_waiting=BOUND,
+            overflow=mover,
+        ),
+        process=slowly,
+        dead_letter=never,
+        metrics=metrics,
+    )
+    flood = [ConversationKey("flood", new_id("u"), new_id("c")) for _ in range(15)]
+    quiet = ConversationKey("quiet", new_id("u"), new_id("c"))
+    deliveries: dict[str, _Delivery] = {}
+    dispatcher.start()
+    try:
+        for n, key in enumerate([*flood, quiet]):
+            text = f"{key.tenant_id}-{n}"
+            deliveries[text] = _Delivery(text)
+            dispatcher.offer(
+                cast("Any", deliveries[text]), HeldMessage(body=text.encode()), key, event_id=text
+            )
+        await _until(lambda: len(dispatcher.unanswered) == BOUND + 1)
+        await _until(lambda: "quiet-15" in slowly.started)  # admitted past the flood
+        refused = [f"flood-{n}" for n in range(BOUND, 15)]
+        sample = metrics.registry.get_sample_value
+        await _until(lambda: sample("llmbot_fair_queue_overflowed_total", {"result": "refused"}))
+        assert not any(deliveries[t].acked for t in refused)  # the broker keeps them
+        refuse[0] = False  # tried again a second later, in order
+        await _until(lambda: len(moved) == len(refused))
+        assert moved == refused  # in delivery order
+        await _until(lambda: all(deliveries[t].acked == 1 for t in refused))
+        for n in range(BOUND, 15):  # each noted as in the overflow, none admitted
+            assert int(await client.llen(KEYS.parked(flood[n]))) == 0
+            assert await client.smembers(KEYS.parked_overflow(flood[n])) == {f"flood-{n}".encode()}
+    finally:
+        for task in await dispatcher.stop_taking():
+            task.cancel()

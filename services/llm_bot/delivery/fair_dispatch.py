@@ -31,7 +31,7 @@ import contextlib
 import contextvars
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -40,6 +40,7 @@ from aio_pika.abc import AbstractIncomingMessage
 
 from llm_bot.adapters.held_message import HeldMessage
 from llm_bot.adapters.redis_fair_queue import Admitted, Hand, RedisFairQueue, Taken
+from llm_bot.delivery.overflow_moves import MoveToOverflow, OverflowMoves
 from llm_bot.delivery.settlements import ParkedSettlement, Settlement
 from llm_bot.delivery.unanswered import Offered, UnansweredDeliveries, channel_closed
 from llm_bot.errors import LlmBotError, log_fields
@@ -67,9 +68,10 @@ lone replica completes its own, and a read costs a round trip)."""
 ACKS_IDLE_POLL_SECONDS = 1.0
 ACKS_BUSY_SECONDS = 10.0
 WINDOW_SHARE = 4
-"""A tenant's admitted deliveries hold a quarter of the ingress window at most (with an
-overflow): beyond it, its further ones move to its overflow queue, so tenants that flood
-together leave room in the window for the others."""
+"""With an overflow, once half the ingress window is admitted, a tenant's admitted
+deliveries hold a quarter of it at most (below that, its bound): beyond it, its further
+ones move to its overflow queue, so tenants that flood together leave room in the window
+for the others, and a lone burst that fits moves no more than its excess over the bound."""
 _T = TypeVar("_T")
 _WAKE = object()
 """Put in the admission inbox to make the loop look at deliveries released from a bound."""
@@ -95,9 +97,6 @@ class Fairness:
     ingress window, until the tenant has room)."""
 
 
-MoveToOverflow = Callable[[Sequence[Offered]], Awaitable[list[bool]]]
-"""Copy deliveries to their tenants' overflow queues, in order: True for each the broker
-confirmed (its original is then acked here), False for each it did not."""
 StillOurs = Callable[[], Awaitable[bool]]
 ProcessHeld = Callable[[HeldMessage, Settlement, str, Outcome | None, StillOurs], Awaitable[None]]
 """The consumer's processing of a taken delivery under its lease token (a verdict skips
@@ -134,9 +133,9 @@ class FairDispatcher:
             tenant_bound=fairness.tenant_max_waiting, metrics=metrics
         )
         self._overflow = fairness.overflow
-        self._moving: asyncio.Queue[list[Offered]] = asyncio.Queue()
-        """Batches of deliveries to move to the overflow, in admission order."""
+        self._moves = OverflowMoves(fairness.overflow, metrics) if fairness.overflow else None
         self._window_bound = max(1, fairness.max_waiting // WINDOW_SHARE)
+        self._half_window = max(1, fairness.max_waiting // 2)
         self._wake = asyncio.Event()
         self._waiting: set[str] = set()
         self._refreshed = 0.0
@@ -165,8 +164,9 @@ class FairDispatcher:
             asyncio.create_task(self._dispatch_loop(), name="fair-dispatch"),
             asyncio.create_task(self._recovery_loop(), name="fair-recovery"),
             asyncio.create_task(self._acks_loop(), name="fair-acks"),
-            asyncio.create_task(self._move_loop(), name="fair-moves"),
         ]
+        if self._moves is not None:
+            self._loops.append(asyncio.create_task(self._moves.run(), name="fair-moves"))
 
     def offer(
         self,
@@ -193,7 +193,7 @@ class FairDispatcher:
             loop.cancel()
         await asyncio.gather(*self._loops, return_exceptions=True)
         waiting = [o for o in _drain(self._inbox) if isinstance(o, Offered)]
-        waiting += [o for batch in _drain(self._moving) for o in batch]
+        waiting += self._moves.drain() if self._moves is not None else []
         held_back = self._ledger.give_back()
         if not give_back:
             return set(self._runs)
@@ -237,11 +237,14 @@ class FairDispatcher:
     ) -> list[tuple[Offered, Hand]]:
         """Of the deliveries arrived, those to hand to the queue now (after ``released``,
         which were held back and have room again), each with how. A tenant's deliveries
-        past its bound (a quarter of the ingress window, with an overflow) move to its
-        overflow queue; those delivered from there, past the tenant's bound, wait here (in
-        delivery order: once one waits, its tenant's later ones wait behind it)."""
+        past its bound (a quarter of the ingress window once half of it is admitted; with
+        an overflow) move to its overflow queue; those delivered from there, past the
+        tenant's bound, wait here (in delivery order: once one waits, its tenant's later
+        ones wait behind it)."""
         batch: list[tuple[Offered, Hand]] = []
         admitting: dict[str, int] = {}
+        pressed = self._ledger.in_window >= self._half_window
+        move_at = self._window_bound if pressed else None  # None: the tenant's bound
         for one in released:
             admitting[one.key.tenant_id] = admitting.get(one.key.tenant_id, 0) + 1
             batch.append((one, Hand.BACK if one.overflowed else Hand.IN_ORDER))
@@ -249,7 +252,7 @@ class FairDispatcher:
             tenant = one.key.tenant_id
             chosen = admitting.get(tenant, 0)
             if self._overflow is not None and not one.overflowed:
-                if self._ledger.at_bound(tenant, chosen, self._window_bound):
+                if self._ledger.at_bound(tenant, chosen, move_at):
                     batch.append((one, Hand.OVERFLOW))
                     continue
             elif self._ledger.at_bound(tenant, chosen):
@@ -292,8 +295,17 @@ class FairDispatcher:
             await self._queue.make_ready(*ready)
             self._waiting.update(key.tenant_id for key in ready)
             self._wake.set()
-        if moved:  # in order, by the move loop: admission goes on meanwhile
-            self._moving.put_nowait(moved)
+        if moved:
+            self._to_overflow(moved)
+
+    def _to_overflow(self, moved: list[Offered]) -> None:
+        """Deliveries the queue did not admit, to move (in order, by the move loop); with
+        no overflow here (their conversation's ids were noted by a replica with one), held
+        back instead."""
+        if self._moves is not None:
+            self._moves.add(moved)
+        else:
+            self._ledger.hold_back(*moved)
 
     def _waits(self, key: ConversationKey, what: Admitted) -> bool:
         """Count why an admitted delivery waits; True when its conversation is to be made
@@ -304,43 +316,6 @@ class FairDispatcher:
             reason = "no_slot" if under else "tenant_over_share"
         self._metrics.fair_waited.labels(reason).inc()
         return what is Admitted.READY
-
-    async def _move_loop(self) -> None:
-        """Moves to the overflow, a batch at a time (its copies published in order, the
-        confirms awaited together), apart from admission: a quiet tenant's delivery behind
-        the flood is admitted while the flood's copies are confirmed."""
-        while True:
-            moved = await self._moving.get()
-            try:
-                await self._move(moved)
-            except asyncio.CancelledError:
-                for offered in moved:  # unacked: the broker has them back
-                    with contextlib.suppress(Exception):
-                        await offered.message.nack(requeue=True)
-                raise
-
-    async def _move(self, moved: list[Offered]) -> None:
-        """Copy deliveries to their tenants' overflow queues and ack each whose copy the
-        broker confirmed; one it did not (its overflow queue full, a broker fault) is held
-        here and moved again once its tenant has room (its id stays noted in Redis, so its
-        conversation's later deliveries still go behind it)."""
-        confirmed = [False] * len(moved)
-        if self._overflow is not None:
-            try:
-                confirmed = await self._overflow(moved)
-            except Exception as exc:  # noqa: BLE001  # held here instead: not lost
-                log.warning("fair.overflow_refused", **log_fields(exc), count=len(moved))
-        refused = 0
-        for offered, ok in zip(moved, confirmed, strict=True):
-            if ok:
-                with contextlib.suppress(Exception):  # closed: redelivered, moved again
-                    await offered.message.ack()
-            else:
-                refused += 1
-                self._ledger.hold_back(offered)
-        self._metrics.fair_overflowed.labels("moved").inc(len(moved) - refused)
-        if refused:
-            self._metrics.fair_overflowed.labels("refused").inc(refused)
 
     def _reserve(self, tenant: str) -> str | None:
         """A token to take the conversation at once with, and a slot reserved for it, when

@@ -62,6 +62,7 @@ class UnansweredDeliveries:
 
     def __init__(self, *, tenant_bound: int, metrics: Metrics) -> None:
         self._entries: dict[str, Unanswered] = {}
+        self._in_window = 0
         self._counts: Counter[str] = Counter()
         self._held_back: dict[str, deque[Offered]] = {}
         self._bound = tenant_bound
@@ -71,6 +72,12 @@ class UnansweredDeliveries:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    @property
+    def in_window(self) -> int:
+        """Admitted, unanswered deliveries of the ingress (not of an overflow queue): what
+        they hold of the ingress window."""
+        return self._in_window
 
     @property
     def holding_back(self) -> bool:
@@ -83,15 +90,17 @@ class UnansweredDeliveries:
         limit = self._bound if bound is None else min(bound, self._bound)
         return bool(self._held_back.get(tenant)) or (self._counts[tenant] + admitting >= limit)
 
-    def hold_back(self, offered: Offered) -> None:
-        tenant = offered.key.tenant_id
-        if not self._held_back.get(tenant):
-            log.info("fair.tenant_at_waiting_bound", tenant=tenant, bound=self._bound)
-        self._held_back.setdefault(tenant, deque()).append(offered)
+    def hold_back(self, *offered: Offered) -> None:
+        for one in offered:
+            tenant = one.key.tenant_id
+            if not self._held_back.get(tenant):
+                log.info("fair.tenant_at_waiting_bound", tenant=tenant, bound=self._bound)
+            self._held_back.setdefault(tenant, deque()).append(one)
 
     def add(self, uid: str, offered: Offered) -> None:
         self._entries[uid] = Unanswered(offered)
         self._counts[offered.key.tenant_id] += 1
+        self._in_window += int(not offered.overflowed)
 
     def settling(self, uid: str) -> None:
         entry = self._entries.get(uid)
@@ -168,6 +177,7 @@ class UnansweredDeliveries:
         entry = self._entries.pop(uid, None)
         if entry is not None:
             tenant = entry.offered.key.tenant_id
+            self._in_window -= int(not entry.offered.overflowed)
             self._counts[tenant] -= 1
             if self._counts[tenant] <= 0:
                 del self._counts[tenant]
