@@ -62,7 +62,6 @@ class UnansweredDeliveries:
 
     def __init__(self, *, tenant_bound: int, metrics: Metrics) -> None:
         self._entries: dict[str, Unanswered] = {}
-        self._in_window = 0
         self._counts: Counter[str] = Counter()
         self._held_back: dict[str, deque[Offered]] = {}
         self._bound = tenant_bound
@@ -72,12 +71,6 @@ class UnansweredDeliveries:
 
     def __len__(self) -> int:
         return len(self._entries)
-
-    @property
-    def in_window(self) -> int:
-        """Admitted, unanswered deliveries of the ingress (not of an overflow queue): what
-        they hold of the ingress window."""
-        return self._in_window
 
     @property
     def holding_back(self) -> bool:
@@ -100,7 +93,6 @@ class UnansweredDeliveries:
     def add(self, uid: str, offered: Offered) -> None:
         self._entries[uid] = Unanswered(offered)
         self._counts[offered.key.tenant_id] += 1
-        self._in_window += int(not offered.overflowed)
 
     def settling(self, uid: str) -> None:
         entry = self._entries.get(uid)
@@ -177,7 +169,6 @@ class UnansweredDeliveries:
         entry = self._entries.pop(uid, None)
         if entry is not None:
             tenant = entry.offered.key.tenant_id
-            self._in_window -= int(not entry.offered.overflowed)
             self._counts[tenant] -= 1
             if self._counts[tenant] <= 0:
                 del self._counts[tenant]
