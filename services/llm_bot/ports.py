@@ -203,6 +203,13 @@ class RecallIndex(Protocol):
         """Remove entries by id (retention); returns how many existed."""
         ...
 
+    async def lookup(
+        self, tenant_id: str, user_id: str, entry_ids: Sequence[str]
+    ) -> dict[str, IndexEntry]:
+        """The user's entries of these ids that exist (one read: a topic's reused
+        selection is kept as ids and read back here, so what was erased drops out)."""
+        ...
+
     async def forget_conversation(self, key: ConversationKey) -> int:
         """Remove the entries of one conversation's messages."""
         ...

@@ -159,6 +159,21 @@ async def test_digests_list_ids_by_prefix(idx: Index) -> None:
     assert await idx.index.digests(idx.tenant, new_id("u"), "m|") == {}
 
 
+async def test_lookup_reads_back_the_entries_by_id_of_this_user_only(idx: Index) -> None:
+    """``lookup`` returns the entries of the ids that exist, every field as written; one
+    removed, never written, or another user's or tenant's under the same id is absent."""
+    other_user, other_tenant = new_id("u"), new_id("t")
+    await idx.put(CAT, BIKE, FACT)
+    await idx.put(entry(BIKE.id, "another user's words"), user=other_user)
+    await idx.put(entry("m|c1|e7", "another tenant's words"), tenant=other_tenant)
+    ids = [FACT.id, CAT.id, "m|c1|missing", "m|c1|e7"]
+    assert await idx.index.lookup(idx.tenant, idx.user, ids) == {FACT.id: FACT, CAT.id: CAT}
+    await idx.index.remove(idx.tenant, idx.user, [CAT.id])
+    assert await idx.index.lookup(idx.tenant, idx.user, [CAT.id, BIKE.id]) == {BIKE.id: BIKE}
+    assert await idx.index.lookup(idx.tenant, idx.user, []) == {}
+    assert await idx.index.lookup(idx.tenant, new_id("u"), [CAT.id]) == {}
+
+
 async def test_remove_returns_how_many_existed(idx: Index) -> None:
     """Removed entries are gone from search and count; ids never written count for nothing."""
     await idx.put(CAT, BIKE)

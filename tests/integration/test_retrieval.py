@@ -9,14 +9,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 import pytest
 from prometheus_client import CollectorRegistry
 
-from llm_bot.bootstrap import utc_now
+from llm_bot.bootstrap import Service, utc_now
 from llm_bot.config import Settings
 from llm_bot.entrypoints.recall_cli import reindex, show_recall
 from llm_bot.fake_model import FakeModelServer
 from llm_bot.fake_model.memory_prompts import memory_responder
 from llm_bot.memory.conversation_key import ConversationKey
 from llm_bot.memory.search_query import SearchQuery
+from llm_bot.memory.topic import reused
 from llm_bot.memory.topic_state import RecalledRecord
+from llm_bot.memory.working import WorkingMemory
 from llm_bot.service.indexer import Indexer
 from tests.integration.test_memory_worker import say, settled
 from tests.support.events import message_event, new_id
@@ -124,11 +126,11 @@ async def test_a_new_conversation_recalls_what_the_user_said_before(
         await say(client, stranger, "What was my order number again?")
         memory = await service.store.working_memory(later)
         other = await service.store.working_memory(stranger)
-    assert memory is not None
-    assert memory.topic is not None
-    assert any("4471" in record.text for record in memory.topic.selection)
+        assert memory is not None
+        recalled = await _recalled(service, later, memory)
+    assert any("4471" in record.text for record in recalled)
     assert other is not None
-    assert other.topic is None or not other.topic.selection
+    assert other.topic is None or not other.topic.recalled
 
 
 async def test_filler_skips_retrieval_and_topic_reuse_keeps_the_selection(
@@ -162,7 +164,8 @@ async def test_filler_skips_retrieval_and_topic_reuse_keeps_the_selection(
     assert first.topic is not None
     assert reused is not None
     assert reused.topic is not None
-    assert reused.topic.selection == first.topic.selection
+    assert reused.topic.recalled == first.topic.recalled
+    assert reused.topic.scores == first.topic.scores
     assert reused.topic.size == 2
 
 
@@ -288,9 +291,20 @@ async def recalled_later(
         for text in asked:
             await say(client, later, text)
         memory = await service.store.working_memory(later)
-    assert memory is not None
+        assert memory is not None
+        return await _recalled(service, later, memory)
+
+
+async def _recalled(
+    service: Service, key: ConversationKey, memory: WorkingMemory
+) -> tuple[RecalledRecord, ...]:
+    """What the conversation's topic recalled, read back from the index as a reuse does
+    (working memory keeps the entries' ids and scores)."""
     assert memory.topic is not None
-    return memory.topic.selection
+    topic = memory.topic
+    found = await service.base.index.lookup(key.tenant_id, key.user_id, topic.recalled)
+    assert len(found) == len(topic.recalled)  # nothing erased here: every id reads back
+    return reused(topic.picks, found)
 
 
 async def test_the_worker_embeds_each_sentence_of_a_message(

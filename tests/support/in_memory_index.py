@@ -94,6 +94,13 @@ class InMemoryRecallIndex:
             user.without_vector.discard(entry_id)
         return user.snapshot.remove(entry_ids)
 
+    async def lookup(
+        self, tenant_id: str, user_id: str, entry_ids: Sequence[str]
+    ) -> dict[str, IndexEntry]:
+        user = self._users.get((tenant_id, user_id))
+        found = [user.snapshot.get(i) for i in entry_ids] if user is not None else []
+        return {entry.id: entry for entry in found if entry is not None}
+
     async def forget_conversation(self, key: ConversationKey) -> int:
         prefix = conversation_prefix(key.conversation_id)
         ids = await self.digests(key.tenant_id, key.user_id, prefix)

@@ -34,6 +34,7 @@ from qdrant_client.http.models import models as qm
 from llm_bot.adapters.qdrant_points import (
     COLLECTION,
     Collection,
+    entry_of,
     field_is,
     has_id,
     of_user,
@@ -141,6 +142,19 @@ class QdrantRecallIndex:
             records = await self._points.scroll(selected, fields=["id", "digest"])
         found = [r.payload or {} for r in records]
         return {f["id"]: f["digest"] for f in found if str(f["id"]).startswith(prefix)}
+
+    async def lookup(
+        self, tenant_id: str, user_id: str, entry_ids: Sequence[str]
+    ) -> dict[str, IndexEntry]:
+        if not entry_ids:
+            return {}
+        ids = list(dict.fromkeys(point_id(tenant_id, user_id, e) for e in entry_ids))
+        with _translated("read"):
+            if await self._points.size() is None:
+                return {}
+            records = await self._points.scroll(of_user(tenant_id, user_id, has_id(ids)))
+        found = [entry_of(r.payload or {}) for r in records]
+        return {entry.id: entry for entry in found}
 
     async def remove(self, tenant_id: str, user_id: str, entry_ids: Sequence[str]) -> int:
         if not entry_ids:

@@ -341,6 +341,18 @@ class RedisRecallIndex:
         ]
         return int(await self._remove(keys=keys, args=[self._ttl, TOMBSTONES_KEPT, *entry_ids]))
 
+    async def lookup(
+        self, tenant_id: str, user_id: str, entry_ids: Sequence[str]
+    ) -> dict[str, IndexEntry]:
+        if not entry_ids:
+            return {}
+        docs = await self._redis.hmget(self._key(tenant_id, user_id, "doc"), list(entry_ids))
+        return {
+            entry_id: _entry(entry_id, json.loads(raw))
+            for entry_id, raw in zip(entry_ids, cast("list[bytes | None]", docs), strict=True)
+            if raw is not None
+        }
+
     async def forget_conversation(self, key: ConversationKey) -> int:
         """The entries of its messages (their ids start with the conversation's prefix)."""
         prefix = conversation_prefix(key.conversation_id)

@@ -117,4 +117,4 @@ def prompt_cache_key(tenant_id: str, user_id: str) -> str:
 def _last_selection(recalled: Recalled) -> frozenset[str]:
     """Ids of what the previous turn recalled (the conversation's topic selection)."""
     topic = recalled.memory.topic
-    return frozenset(record.id for record in topic.selection) if topic else frozenset()
+    return frozenset(topic.recalled) if topic else frozenset()

@@ -23,7 +23,7 @@ from llm_bot.ports import MemoryStore
 from llm_bot.service.chat_runs import Route
 from llm_bot.service.commands import ChatEvent, RecordToolResult, ReplyToMessage
 from llm_bot.service.personas import PersonaCatalog
-from llm_bot.service.retriever import Retrieval, Retriever
+from llm_bot.service.retriever import Retriever
 from llm_bot.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
@@ -83,10 +83,9 @@ async def recall_turn(
         "tool_round": step.tool_round,
         "persona": persona,
     }
-    if step.route == Route.CONTINUE and recalled.memory.topic is not None:
+    if step.route == Route.CONTINUE and recalled.memory.topic is not None and retriever:
         # The turn goes on: what was recalled for its message stays (and the prefix too).
-        topic = recalled.memory.topic
-        update["retrieval"] = Retrieval("topic_reuse", topic.selection, topic, 0.0)
+        update["retrieval"] = await retriever.reuse(recalled.memory.topic, event.key)
     if replying and not searching:
         metrics.retrieval_searches.labels("off").inc()
     elif retriever is not None and searching:

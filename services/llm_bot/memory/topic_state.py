@@ -3,7 +3,9 @@ messages formed it, and the selection its last search recalled. Plain data: no n
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, model_validator
 
 
 class RecalledRecord(BaseModel):
@@ -22,10 +24,39 @@ class RecalledRecord(BaseModel):
 
 class TopicState(BaseModel):
     """The conversation's current topic: centroid (base64 float16), how many messages
-    formed it, and the selection its search recalled."""
+    formed it, and what its search recalled: the entries' ids in order, with their scores.
+
+    Only the ids are kept: the records themselves (~160, ~35 kB of JSON at the default
+    recall budget) were read and written with working memory on every event. A working
+    memory written before keeps its records under ``selection``: read as ids and scores."""
 
     model_config = ConfigDict(frozen=True)
 
     centroid: str
     size: int = 1
-    selection: tuple[RecalledRecord, ...] = ()
+    recalled: tuple[str, ...] = ()
+    """Ids of the index entries recalled, in the order the prompt shows them."""
+    scores: tuple[float, ...] = ()
+    """Their scores, in the same order."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ids_of_records(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "selection" in data and "recalled" not in data:
+            records = [r for r in data.get("selection") or () if isinstance(r, dict)]
+            data = {k: v for k, v in data.items() if k != "selection"} | {
+                "recalled": [r["id"] for r in records],
+                "scores": [r["score"] for r in records],
+            }
+        return data
+
+    @model_validator(mode="after")
+    def _one_score_each(self) -> TopicState:
+        if len(self.scores) != len(self.recalled):
+            raise ValueError("a topic needs one score for each recalled id")
+        return self
+
+    @property
+    def picks(self) -> tuple[tuple[str, float], ...]:
+        """(entry id, score) of each recalled entry, in order."""
+        return tuple(zip(self.recalled, self.scores, strict=True))

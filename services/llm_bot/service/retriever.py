@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -31,7 +31,7 @@ from llm_bot.memory.recall_budget import CANDIDATE_LIMIT, within_tokens
 from llm_bot.memory.recall_items import SearchHit
 from llm_bot.memory.scripts import mixes_scripts
 from llm_bot.memory.tokens import TokenCounter, default_token_counter
-from llm_bot.memory.topic import joined, new_topic, stays_on_topic
+from llm_bot.memory.topic import joined, new_topic, recalled_record, reused, stays_on_topic
 from llm_bot.memory.topic_state import RecalledRecord, TopicState
 from llm_bot.memory.vectors import Vector
 from llm_bot.ports import Embedder, RecallIndex
@@ -242,10 +242,11 @@ class Retriever:
             and topic is not None
             and stays_on_topic(topic, vector, self._settings.topic_similarity)
         ):
-            kept = joined(topic, vector)
             if query.across is not None:  # no search: its other embedding is not needed
                 query.across.cancel()
-            return Retrieval("topic_reuse", topic.selection, kept, _since(query))
+            reuse = await self.reuse(topic, key, started=query.started)
+            on_topic = reuse.outcome == "topic_reuse"  # else: failed, the topic unchanged
+            return replace(reuse, topic=joined(topic, vector)) if on_topic else reuse
         try:  # the other script's embedding too, before the search's clock starts
             async with asyncio.timeout(self._settings.load_timeout_seconds):
                 await query.across_vector()
@@ -276,6 +277,29 @@ class Retriever:
         records = tuple(record_of(hit) for hit in hits)
         kept_topic = new_topic(vector, records) if vector is not None else None
         return Retrieval("searched", records, kept_topic, _since(query), candidates)
+
+    async def reuse(
+        self, topic: TopicState, key: ConversationKey, *, started: float | None = None
+    ) -> Retrieval:
+        """The topic's selection as its search recalled it (``topic_reuse``), its entries
+        read back from the index in one read: what was erased meanwhile drops out. A
+        read that fails or takes longer than a search may is a failed or timed-out
+        retrieval, as a search's would be (the reply goes on without recall)."""
+        started = time.perf_counter() if started is None else started
+        budget = max(self._settings.timeout_seconds, self._settings.load_timeout_seconds)
+        try:
+            async with asyncio.timeout(budget):
+                found = await self._index.lookup(key.tenant_id, key.user_id, topic.recalled)
+        except TimeoutError:
+            log.warning("retrieval.timed_out", reason="search", budget_ms=round(budget * 1000))
+            self._metrics.retrieval_timeouts.labels("search").inc()
+            seconds = time.perf_counter() - started
+            return Retrieval("timeout", topic=topic, seconds=seconds, timed_out="search")
+        except LlmBotError as exc:
+            log.warning("retrieval.failed", code=exc.code, **log_fields(exc))
+            return Retrieval("failed", topic=topic, seconds=time.perf_counter() - started)
+        records = reused(topic.picks, found)
+        return Retrieval("topic_reuse", records, topic, time.perf_counter() - started)
 
     async def _within(
         self, searching: asyncio.Future[list[SearchHit]], budget: float
@@ -354,16 +378,7 @@ class Retriever:
 
 
 def record_of(hit: SearchHit) -> RecalledRecord:
-    entry = hit.entry
-    return RecalledRecord(
-        id=entry.id,
-        text=entry.text,
-        score=round(hit.score, 6),
-        date=entry.date,
-        speaker=entry.speaker,
-        turn=entry.turn,
-        seq=entry.seq,
-    )
+    return recalled_record(hit.entry, round(hit.score, 6))
 
 
 def _since(query: PreparedQuery) -> float:
