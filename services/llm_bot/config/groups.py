@@ -23,7 +23,7 @@ from llm_bot.config.tenant_weights import parse_tenant_weights
 from llm_bot.context_budget import ContextBudget, default_context_budget
 
 if TYPE_CHECKING:
-    from llm_bot.config.settings import Settings
+    from llm_bot.config.fields import SettingsFields
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,7 +50,7 @@ class BrokerConfig:
     delivery_limit: int
 
     @classmethod
-    def of(cls, settings: Settings) -> BrokerConfig:
+    def of(cls, settings: SettingsFields) -> BrokerConfig:
         return cls(
             url=settings.amqp_url,
             exchange=settings.ingress_exchange,
@@ -81,7 +81,7 @@ class RedisConfig:
     durability: Literal["require", "warn", "off"] = "warn"
 
     @classmethod
-    def of(cls, settings: Settings) -> RedisConfig:
+    def of(cls, settings: SettingsFields) -> RedisConfig:
         return cls(
             url=settings.redis_url,
             key_prefix=settings.redis_key_prefix,
@@ -109,7 +109,7 @@ class ModelConfig:
     context_safety_margin: int
 
     @classmethod
-    def of(cls, settings: Settings) -> ModelConfig:
+    def of(cls, settings: SettingsFields) -> ModelConfig:
         return cls(
             api_key=settings.openai_api_key,
             base_url=settings.openai_base_url,
@@ -150,7 +150,7 @@ class RateLimitConfig:
     tokens_per_minute: int | None
 
     @classmethod
-    def of(cls, settings: Settings) -> RateLimitConfig:
+    def of(cls, settings: SettingsFields) -> RateLimitConfig:
         return cls(
             max_wait_seconds=settings.rate_limit_max_wait_seconds,
             max_concurrency=settings.model_max_concurrency,
@@ -176,7 +176,7 @@ class MemoryConfig:
     dedupe_ttl_seconds: int
 
     @classmethod
-    def of(cls, settings: Settings) -> MemoryConfig:
+    def of(cls, settings: SettingsFields) -> MemoryConfig:
         return cls(
             max_messages=settings.memory_max_messages,
             max_chars=settings.memory_max_chars,
@@ -200,7 +200,7 @@ class LongTermConfig:
     profile_retention_days: int
 
     @classmethod
-    def of(cls, settings: Settings) -> LongTermConfig:
+    def of(cls, settings: SettingsFields) -> LongTermConfig:
         return cls(
             importance_threshold=settings.importance_threshold,
             max_items=settings.ltm_max_items,
@@ -232,7 +232,7 @@ class RetrievalConfig:
     qdrant_api_key: SecretStr | None
 
     @classmethod
-    def of(cls, settings: Settings) -> RetrievalConfig:
+    def of(cls, settings: SettingsFields) -> RetrievalConfig:
         return cls(
             embeddings=settings.embeddings,
             embedding_model=settings.embedding_model,
@@ -266,7 +266,7 @@ class DeliveryConfig:
     stream_interval_ms: int
 
     @classmethod
-    def of(cls, settings: Settings) -> DeliveryConfig:
+    def of(cls, settings: SettingsFields) -> DeliveryConfig:
         return cls(
             prefetch=settings.prefetch,
             max_attempts=settings.max_attempts,
@@ -294,7 +294,7 @@ class FairnessConfig:
     """``LLM_BOT_TENANT_MAX_WAITING``: one tenant's of them admitted to Redis at most."""
 
     @classmethod
-    def of(cls, settings: Settings) -> FairnessConfig:
+    def of(cls, settings: SettingsFields) -> FairnessConfig:
         return cls(
             enabled=settings.fair_dispatch,
             slots=settings.prefetch,
@@ -323,7 +323,7 @@ class PersonaConfig:
     flow_ttl_seconds: int
 
     @classmethod
-    def of(cls, settings: Settings) -> PersonaConfig:
+    def of(cls, settings: SettingsFields) -> PersonaConfig:
         return cls(
             system_prompt=settings.system_prompt,
             tools_path=settings.tools_path,
@@ -340,7 +340,7 @@ class ToolConfig:
     result_timeout_seconds: float
 
     @classmethod
-    def of(cls, settings: Settings) -> ToolConfig:
+    def of(cls, settings: SettingsFields) -> ToolConfig:
         return cls(
             max_rounds=settings.max_tool_rounds,
             result_timeout_seconds=settings.tool_result_timeout_seconds,

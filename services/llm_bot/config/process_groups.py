@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import SecretStr
 
 if TYPE_CHECKING:
-    from llm_bot.config.settings import Settings
+    from llm_bot.config.fields import SettingsFields
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -26,7 +26,7 @@ class ProcessConfig:
     shutdown_grace_seconds: float
 
     @classmethod
-    def of(cls, settings: Settings) -> ProcessConfig:
+    def of(cls, settings: SettingsFields) -> ProcessConfig:
         return cls(
             http_host=settings.http_host,
             http_port=settings.http_port,
@@ -43,7 +43,7 @@ class LoggingConfig:
     content: bool
 
     @classmethod
-    def of(cls, settings: Settings) -> LoggingConfig:
+    def of(cls, settings: SettingsFields) -> LoggingConfig:
         return cls(
             level=settings.log_level, format=settings.log_format, content=settings.log_content
         )
@@ -59,7 +59,7 @@ class AuthThrottleConfig:
     lockout_seconds: float
 
     @classmethod
-    def of(cls, settings: Settings) -> AuthThrottleConfig:
+    def of(cls, settings: SettingsFields) -> AuthThrottleConfig:
         return cls(
             max_failures=settings.auth_max_failures,
             window_seconds=settings.auth_failure_window_seconds,
@@ -92,7 +92,7 @@ class GatewayConfig:
     auth: AuthThrottleConfig
 
     @classmethod
-    def of(cls, settings: Settings) -> GatewayConfig:
+    def of(cls, settings: SettingsFields) -> GatewayConfig:
         return cls(
             host=settings.gateway_host,
             port=settings.gateway_port,
@@ -125,7 +125,7 @@ class InspectorConfig:
     auth: AuthThrottleConfig
 
     @classmethod
-    def of(cls, settings: Settings) -> InspectorConfig:
+    def of(cls, settings: SettingsFields) -> InspectorConfig:
         return cls(
             host=settings.inspector_host,
             port=settings.inspector_port,
