@@ -180,3 +180,32 @@ def test_known_violations_only_shrink() -> None:
     gone = [edge for edge in KNOWN_VIOLATIONS if edge not in edges]
     assert gone == []
     assert all(edge[1] not in ALLOWED[edge[0]] for edge in KNOWN_VIOLATIONS)
+
+
+def module_edges(root: Path = PACKAGE) -> set[tuple[str, str]]:
+    """(importing module, imported module) over every file of the package: a name imported
+    from a module counts as that module (``from a.b import C``: ``a.b``, or ``a.b.C`` when
+    that is a module itself, and then not ``a.b``)."""
+    modules: dict[Path, str] = {}
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root.parent).with_suffix("")
+        modules[path] = ".".join(relative.parts).removesuffix(".__init__")
+    known = set(modules.values())
+    edges: set[tuple[str, str]] = set()
+    for path, module in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = _imported(node, module, path.name == "__init__.py")
+            if isinstance(node, ast.ImportFrom) and names:
+                base = names[0]
+                submodules = [f"{base}.{alias.name}" for alias in node.names]
+                names = [n if n in known else base for n in submodules]
+            for name in names:
+                if name in known and name != module:
+                    edges.add((module, name))
+    return edges
+
+
+def test_no_import_circle_between_modules() -> None:
+    """No module reaches itself through other modules' imports, within a package too
+    (``package_cycles.py --modules``)."""
+    assert cycles(module_edges()) == []
