@@ -86,7 +86,7 @@ async def test_a_quiet_tenant_is_answered_past_a_flood_ten_times_the_window(
         finally:
             await replica.stop()
     # The quiet tenant was reached while most of the flood still waited (before: behind it).
-    assert flood_before_quiet < len(flood_ids) // 2, flood_before_quiet
+    assert flood_before_quiet < len(flood_ids) // 2, f"{flood_before_quiet} of the flood first"
     assert moved > 0, "the flood's excess never moved to its overflow queue"
     assert_one_candidate_id_per_event(received, flood_ids + quiet_ids)
     for key in flood:
