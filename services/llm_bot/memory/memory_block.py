@@ -112,6 +112,11 @@ class MemoryItems:
         return tuple(item for item in self.episodic if item.kind == "episodes")
 
 
+RECALLED_LINES_CACHED = 16384
+"""Recalled lines (and their date groups) kept once made: the same entries are recalled
+turn after turn, ~160 of them per reply at the default budget (a few MB at most)."""
+
+
 def collect_items(
     bundle: LongTermBundle,
     summary: str,
@@ -220,6 +225,7 @@ def _date_and_weekday(created_at: str) -> str:
         return day
 
 
+@functools.lru_cache(maxsize=RECALLED_LINES_CACHED)
 def recalled_line(text: str, speaker: str) -> str:
     """A recalled item's line: ``<speaker>: <text>``, sanitised ("" when the text is blank;
     the text alone when the speaker is unknown)."""
@@ -230,6 +236,7 @@ def recalled_line(text: str, speaker: str) -> str:
     return f"{name}: {shown}" if name else shown
 
 
+@functools.lru_cache(maxsize=RECALLED_LINES_CACHED)
 def recalled_group(date: str) -> str:
     """The group a recalled item shows under: its date with the weekday, which lets the
     model resolve what the text says relative to its day ("last Friday", "yesterday")."""

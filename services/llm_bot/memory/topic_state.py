@@ -3,15 +3,16 @@ messages formed it, and the selection its last search recalled. Plain data: no n
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
 
-class RecalledRecord(BaseModel):
-    """One recalled item as the prompt shows it (kept with the topic for reuse)."""
-
-    model_config = ConfigDict(frozen=True)
+@dataclass(frozen=True, slots=True)
+class RecalledRecord:
+    """One recalled item as the prompt shows it (read back from the index on reuse: only
+    its id and score are kept with the topic)."""
 
     id: str
     text: str
