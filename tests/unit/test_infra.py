@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 import subprocess
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -205,6 +206,15 @@ def test_definitions_ingress_queue_arguments_equal_what_the_service_declares() -
     assert queue["auto_delete"] is False
 
 
+def test_definitions_overflow_queues_equal_what_the_service_declares() -> None:
+    """Every overflow queue, with exactly Topology().overflow_arguments()."""
+    topology = Topology()
+    for name in topology.overflow_queues():
+        queue = _queue(name)
+        assert queue["arguments"] == dict(topology.overflow_arguments())
+        assert queue["durable"] is True
+
+
 def test_definitions_memory_queue_arguments_equal_what_the_service_declares() -> None:
     """The memory queue has the memory worker's arguments: quorum, dead-lettering to the DLX."""
     memory = Topology().for_memory_worker()
@@ -247,19 +257,18 @@ def test_definitions_policies_bound_every_queue_without_dropping_and_declare_not
     ingress and memory queues; both refuse new messages when full (reject-publish: the
     publisher sees a nack) instead of dropping old ones; each queue gets exactly one."""
     topology = Topology()
+    partitioned = replace(topology, ingress_partitions=4)
     policies = {policy["name"]: policy for policy in _definitions()["policies"]}
     assert set(policies) == {"llm-bot-dlq", "llm-bot-work"}
-    bounded = {
-        "llm-bot-dlq": (topology.dlq, topology.memory_dlq),
-        "llm-bot-work": (topology.ingress_queue, topology.memory_queue),
-    }
+    work = (
+        topology.ingress_queue,
+        topology.memory_queue,
+        *partitioned.partition_queues(),
+        *topology.overflow_queues(),
+    )
+    bounded = {"llm-bot-dlq": (topology.dlq, topology.memory_dlq), "llm-bot-work": work}
     for name, policy in policies.items():
-        for queue in (
-            topology.dlq,
-            topology.memory_dlq,
-            topology.ingress_queue,
-            topology.memory_queue,
-        ):
+        for queue in (topology.dlq, topology.memory_dlq, *work):
             assert bool(re.fullmatch(policy["pattern"], queue)) == (queue in bounded[name])
         assert policy["definition"]["overflow"] == "reject-publish"
         assert policy["definition"]["max-length"] > 0

@@ -30,9 +30,8 @@ from llm_bot.adapters.rabbit_topology import Topology
 async def declare_overflow(
     channel: AbstractChannel, topology: Topology
 ) -> tuple[AbstractQueue, ...]:
-    """The overflow queues, with the partitions' arguments (dead-lettering, delivery limit,
-    single active consumer), leaders spread over the nodes."""
-    arguments = {**topology.ingress_arguments(), "x-queue-leader-locator": "balanced"}
+    """The overflow queues (``Topology.overflow_arguments``)."""
+    arguments = topology.overflow_arguments()
     return tuple(
         [
             await channel.declare_queue(name, durable=True, arguments=arguments)

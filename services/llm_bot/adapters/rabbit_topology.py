@@ -111,6 +111,11 @@ class Topology:
             return ()
         return tuple(f"{self.ingress_queue}.overflow.{n}" for n in range(OVERFLOW_QUEUES))
 
+    def overflow_arguments(self) -> FieldTable:
+        """The partitions' arguments (dead-lettering, delivery limit, single active
+        consumer), leaders spread over the nodes."""
+        return {**self.ingress_arguments(), "x-queue-leader-locator": "balanced"}
+
     def overflow_queue(self, tenant_id: str) -> str:
         """The overflow queue of a tenant (tenants share the few there are, by hash)."""
         queues = self.overflow_queues()
