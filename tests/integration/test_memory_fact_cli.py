@@ -13,7 +13,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
-from llm_bot import cli
+from llm_bot.cli.memory import run_memory
+from llm_bot.cli.parser import build_parser
 from llm_bot.config import ConfigurationError, Settings
 from llm_bot.inspector import fact_commands
 from llm_bot.inspector.access_keys import key_digest
@@ -41,8 +42,8 @@ async def seeded(
 
 async def run_cli(settings: Settings, *argv: str) -> int:
     """The CLI's own parser and ``memory`` dispatch (``asyncio.run`` inside: a thread)."""
-    args = cli._parser().parse_args(["memory", "fact", *argv])
-    return await asyncio.to_thread(cli._memory, args, settings)
+    args = build_parser().parse_args(["memory", "fact", *argv])
+    return await asyncio.to_thread(run_memory, args, settings)
 
 
 async def fact_named(inspector: Inspector, user: Seeded, text: str) -> SemanticFact:

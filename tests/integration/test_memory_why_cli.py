@@ -10,7 +10,8 @@ import re
 
 import pytest
 
-from llm_bot import cli
+from llm_bot.cli.memory import run_memory
+from llm_bot.cli.parser import build_parser
 from llm_bot.inspector.access_keys import key_digest
 from tests.support.inspector import inspector_settings, seed_user
 from tests.support.services import ServiceUrls
@@ -44,8 +45,8 @@ async def test_memory_why_prints_the_breakdown_and_its_json(
             "2026-01-05T10:00:00",
         ]
         for argv in (["memory", "why", *ids], ["memory", "why", *ids, "--json"]):
-            args = cli._parser().parse_args(argv)  # the CLI's own parser
-            code = await asyncio.to_thread(cli._memory, args, settings)
+            args = build_parser().parse_args(argv)  # the CLI's own parser
+            code = await asyncio.to_thread(run_memory, args, settings)
             assert code == 0
         out = capsys.readouterr().out.splitlines()
     printed = [line for line in out if not LOG_LINE.match(line)]

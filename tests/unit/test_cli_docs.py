@@ -6,7 +6,7 @@ import argparse
 import re
 from pathlib import Path
 
-from llm_bot.cli import _parser
+from llm_bot.cli.parser import build_parser
 
 CLI_PAGE = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 
@@ -35,7 +35,7 @@ def documented() -> set[str]:
 
 def test_every_command_has_a_row_in_the_cli_page() -> None:
     """A command added to the parser without a row in docs/cli.md fails here."""
-    listed = commands(_parser())
+    listed = commands(build_parser())
     assert "llm-bot memory why" in listed
     missing = [command for command in listed if command not in documented()]
     assert missing == []

@@ -11,17 +11,13 @@ from llm_bot.client import Client, ClientError, EventFailed, EventInvalid, Reply
 from llm_bot.config import BrokerConfig
 from llm_bot.contract import CandidateV1
 
-DEFAULT_TENANT = "store_001"
-DEFAULT_USER = "user123"
-DEFAULT_CONVERSATION = "sess_1"
-
 
 @dataclass(frozen=True, slots=True)
 class Question:
     text: str
-    tenant: str = DEFAULT_TENANT
-    user: str = DEFAULT_USER
-    conversation: str = DEFAULT_CONVERSATION
+    tenant: str
+    user: str
+    conversation: str
     stream: bool = False
     as_json: bool = False
     timeout: float = 120.0
