@@ -164,8 +164,6 @@ class FairDispatcher:
             asyncio.create_task(self._recovery_loop(), name="fair-recovery"),
             asyncio.create_task(self._acks_loop(), name="fair-acks"),
         ]
-        if self._moves is not None:
-            self._loops.append(asyncio.create_task(self._moves.run(), name="fair-moves"))
 
     def offer(
         self,
@@ -192,7 +190,6 @@ class FairDispatcher:
             loop.cancel()
         await asyncio.gather(*self._loops, return_exceptions=True)
         waiting = [o for o in _drain(self._inbox) if isinstance(o, Offered)]
-        waiting += self._moves.drain() if self._moves is not None else []
         held_back = self._ledger.give_back()
         if not give_back:
             return set(self._runs)
@@ -292,14 +289,15 @@ class FairDispatcher:
             self._waiting.update(key.tenant_id for key in ready)
             self._wake.set()
         if moved:
-            self._to_overflow(moved)
+            await self._to_overflow(moved)
 
-    def _to_overflow(self, moved: list[Offered]) -> None:
-        """Deliveries the queue did not admit, to move (in order, by the move loop); with
-        no overflow here (their conversation's ids were noted by a replica with one), held
-        back instead."""
+    async def _to_overflow(self, moved: list[Offered]) -> None:
+        """Deliveries the queue did not admit, moved before the next batch is admitted
+        (admission first: the replica takes no work meanwhile, so the flood's read ahead of
+        a quiet tenant's events ends sooner); with no overflow here (their conversation's
+        ids were noted by a replica with one), held back instead."""
         if self._moves is not None:
-            self._moves.add(moved)
+            await self._moves.move(moved)
         else:
             self._ledger.hold_back(*moved)
 
@@ -339,7 +337,8 @@ class FairDispatcher:
                 await asyncio.sleep(POLL_SECONDS)
 
     async def _fill(self) -> None:
-        if self._shares.free <= 0 or self._offers:
+        moves_refused = self._moves is not None and self._moves.retrying
+        if self._shares.free <= 0 or (self._offers and not moves_refused):
             return  # admission first: what waits behind a backlog reaches Redis sooner
         now = time.monotonic()
         if now - self._refreshed >= POLL_SECONDS:
