@@ -67,8 +67,8 @@ class FairDispatchMetrics:
         self.fair_overflowed = Counter(
             "llmbot_fair_queue_overflowed",
             "Deliveries of a tenant past its bound copied to its overflow queue, by result: "
-            "moved (the broker confirmed the copy; the original is acked) or refused (held "
-            "in the replica, moved again once the tenant has room).",
+            "moved (the broker confirmed the copy; the original is acked) or refused (kept "
+            "unacked in the replica, its copy published again a second later).",
             ["result"],
             registry=registry,
         )
