@@ -1,59 +1,26 @@
 """Hybrid search over one user's index, in memory (SPEC 5.7). Pure: no I/O.
 
-``index_snapshot.IndexSnapshot`` holds a user's entries, their unit-length embeddings (rows
-of a matrix per model's block of columns, ``embedding_blocks``) and a keyword inverted index.
-:func:`search` ranks the entries for a query twice:
+``index_snapshot.IndexSnapshot`` holds a user's entries, their unit-length embeddings and a
+keyword inverted index. :func:`search` ranks the entries for a query several ways and fuses
+the rankings by reciprocal rank fusion (``ranking.py``):
 
-- **dense**: cosine similarity of the query's embedding with each entry's, kept when at
-  or above ``min_score`` (``LLM_BOT_RETRIEVAL_MIN_SCORE``). An entry of several sentences
-  has an embedding per sentence besides its own (``IndexEntry.embedding_texts``) and
-  scores the best of its cosines: passage-level evidence, the "MaxP" of Dai & Callan
-  (SIGIR 2019), with sentences as the passages. A message about several things resembles
-  none of them as a whole ("We went camping. The kids loved the meteor shower." barely
-  resembles "Would she prefer a national park?"); its sentence about one of them does.
-  Measured on the LoCoMo development data: evidence among the first 10 dense hits 46% →
-  61% (first 50: 72% → 80%), see docs/benchmarks-notebook.md;
-- **keyword**: Okapi BM25 (k1 = 1.2, b = 0.75, the Lucene IDF ``ln(1 + (N - df + 0.5) /
-  (df + 0.5))``) over the query's keyword terms (``keyword_terms.py``);
+- **dense**: the best cosine of the query with an entry's own embedding and its
+  sentences' (a message about several things resembles one of them in one sentence), kept
+  at or above ``LLM_BOT_RETRIEVAL_MIN_SCORE``;
+- **keyword**: Okapi BM25 over the query's keyword terms;
+- **the named speakers' words** (and the asker's, for a question in the first person):
+  the same BM25 among their entries, when it differs from the keyword ranking;
+- **relevance feedback**: the words the first fused entries share, at half weight;
+- **time**: the entries within the periods the question names, and the dated ones for a
+  when-question (``time_expressions.py``, ``scoring.py``).
 
-and, when the query names a speaker (a person whose words are indexed: "What did Melanie
-paint?"), a third time: **keyword among what that speaker said**, the same BM25 scores
-restricted to the entries of the speakers the query names (fielded search, the speaker
-being the field). What a person said is the likeliest evidence for a question about them,
-yet the name alone barely moves BM25: every entry of that speaker holds it, so its IDF is
-low. A message in the first person names its writer, the asker (``SearchQuery.asker``,
-``first_person.py``): "how many citrus fruits have I used?" is about what the user said,
-and the user's entries join the named speakers'. The ranking is left out when it would
-not differ from the keyword ranking (no speaker named, or every entry the keywords match
-is a named speaker's). Then **relevance feedback**: the words the first fused entries
-share (``feedback_terms``, RM3's expansion) join the query's in one more keyword ranking,
-at half weight: the message that answers a question often shares no word with it but
-shares words with the messages around the topic that the question does find ("how did
-the move go?" finds messages about the new flat, whose words find the one about the
-landlord). Measured on both development sets (docs/benchmarks-notebook.md): LoCoMo simulated
-0.813 / 0.891 / 0.929 -> 0.830 / 0.905 / 0.944 at 1,000 / 2,000 / 4,000 tokens, multi-hop
-most (0.715 -> 0.744 at 2,000); LongMemEval unchanged. The rankings are fused by
-reciprocal rank fusion (``1 / (60 + rank)`` summed over the rankings that found the entry;
-Cormack et al. 2009), which needs no calibration between a cosine and a BM25 score. The
-fused score is scaled to [0, 1] (1 = first in every ranking). A message that asks several
-questions has each question's rankings fused apart, an entry keeping its best fused score
-over the message and its questions (``best_of``).
-A place in a fused ranking is no reason of its own to recall an entry: RRF gives a list's
-tenth entry its share whatever that list's score was. An entry is recalled only when a
-score found it relevant (``found_by``): a keyword match or a cosine at or above the
-minimum, of the message or of one of its questions (with that question's minimum), or
-the words relevance feedback added. A question's nearest few under the minimum and the
-entries a named period ranks by cosine alone still take their places in the fusion (the
-others' fused scores are as before), but are not recalled for them, and feedback reads
-the words of the first fused entries that a score found (else such an entry could find
-itself by its own words).
-Entries whose ``source_id`` is excluded (already in the window) never appear; an entry
-whose text repeats one ranked higher (same normalised text, or cosine >= ``NEAR_DUPLICATE``)
-collapses into it.
-
-An index that ranks elsewhere (a vector engine's dense search, ``qdrant_recall_index.py``)
-reuses the pieces (``ranking.py``: the rankings, their fusion, what counts as found;
-``hit_collapse.py``: the hits), so every index fuses the same way.
+A message that asks several questions has each one's rankings fused apart, an entry
+keeping its best score. An entry is recalled only when a score found it relevant
+(``found_by``), never on its place in a fusion alone. Entries already in the window are
+left out; an entry that repeats one ranked higher collapses into it (``hit_collapse.py``).
+An index that ranks elsewhere (Qdrant) reuses the same pieces. Why each ranking is there,
+and what it gained on the development sets: docs/memory.md and
+docs/benchmarks-notebook.md.
 """
 
 from __future__ import annotations
