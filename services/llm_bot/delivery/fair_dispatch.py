@@ -135,6 +135,7 @@ class FairDispatcher:
         self._overflow = fairness.overflow
         self._moves = OverflowMoves(fairness.overflow, metrics) if fairness.overflow else None
         self._window_bound = max(1, fairness.max_waiting // WINDOW_SHARE)
+        self._pressure = max(1, fairness.max_waiting * 3 // 4)
         self._wake = asyncio.Event()
         self._waiting: set[str] = set()
         self._refreshed = 0.0
@@ -216,6 +217,8 @@ class FairDispatcher:
             try:
                 await self._admit(batch)
                 self._wake.set()
+                if self._pressed() and self._ledger.holding_back and self._inbox.empty():
+                    self._inbox.put_nowait(_WAKE)  # the window fills: move the held now
             except asyncio.CancelledError:
                 for offered, _ in batch:
                     with contextlib.suppress(Exception):
@@ -241,12 +244,18 @@ class FairDispatcher:
         for one in released:
             admitting[one.key.tenant_id] = admitting.get(one.key.tenant_id, 0) + 1
             batch.append((one, Hand.BACK if one.overflowed else Hand.IN_ORDER))
+        pressed = self._pressed()
+        if pressed:  # the held ones first, ahead of their tenants' newer ones
+            batch += [(one, Hand.OVERFLOW) for one in self._ledger.take_held_from_ingress()]
         for one in offered:
             tenant = one.key.tenant_id
             chosen = admitting.get(tenant, 0)
             if self._overflow is not None and not one.overflowed:
-                if self._ledger.at_bound(tenant, chosen, self._window_bound):
+                if pressed and self._ledger.at_bound(tenant, chosen, self._window_bound):
                     batch.append((one, Hand.OVERFLOW))
+                    continue
+                if not pressed and self._ledger.at_bound(tenant, chosen):
+                    self._ledger.hold_back(one)
                     continue
             elif self._ledger.at_bound(tenant, chosen):
                 self._ledger.hold_back(one)
@@ -254,6 +263,13 @@ class FairDispatcher:
             admitting[tenant] = chosen + 1
             batch.append((one, Hand.BACK if one.overflowed else Hand.IN_ORDER))
         return batch
+
+    def _pressed(self) -> bool:
+        """Whether the ingress window is three quarters full (with an overflow): then a
+        tenant's deliveries past a quarter of it move to its overflow queue, the held ones
+        first; below, a tenant holds up to its bound and nothing moves."""
+        used = len(self._ledger) + self._ledger.held_count
+        return self._overflow is not None and used >= self._pressure
 
     async def _admit(self, batch: list[tuple[Offered, Hand]]) -> None:
         tokens = [

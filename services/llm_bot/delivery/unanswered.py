@@ -109,6 +109,23 @@ class UnansweredDeliveries:
             await entry.offered.message.ack()
         return True
 
+    @property
+    def held_count(self) -> int:
+        return sum(len(held) for held in self._held_back.values())
+
+    def take_held_from_ingress(self) -> list[Offered]:
+        """The held deliveries of the ingress (not those delivered from an overflow queue,
+        which wait for their tenant's room), every tenant's, oldest first: to be moved."""
+        out: list[Offered] = []
+        for tenant, held in list(self._held_back.items()):
+            kept = deque(one for one in held if one.overflowed)
+            out += [one for one in held if not one.overflowed]
+            if kept:
+                self._held_back[tenant] = kept
+            else:
+                del self._held_back[tenant]
+        return out
+
     def released(self) -> list[Offered]:
         """Held-back deliveries whose tenant has room again, oldest first; a chunk at a
         time (one admission round trip for many), or all the room when the tenant has
