@@ -4,7 +4,8 @@ fair queue in Redis by tenant share and conversation turn (SPEC 4 "Fairness").
 - **Admission** (one loop, in delivery order): a valid delivery is stored at the end of its
   conversation in Redis, one round trip per batch, and stays unacked in RabbitMQ until it
   is answered (``unanswered.py``: the broker remains the record, Redis schedules; a tenant
-  past a quarter of the window has its further deliveries moved to its overflow queue,
+  past its bound has its further deliveries held, and once the window is three quarters
+  full those past a quarter of it move to its overflow queue,
   ``rabbit_overflow.py``, from which they come back as it has room). When it is the
   conversation's first, a slot is free and its tenant is under its share, it is taken at
   once (the fast path: no more round trips than the lease it replaces). Otherwise the
@@ -68,10 +69,9 @@ lone replica completes its own, and a read costs a round trip)."""
 ACKS_IDLE_POLL_SECONDS = 1.0
 ACKS_BUSY_SECONDS = 10.0
 WINDOW_SHARE = 4
-"""With an overflow, a tenant's admitted deliveries hold a quarter of the ingress window at
-most: beyond it, its further ones move to its overflow queue, so a flood leaves three
-quarters of the window to the moves in flight and the other tenants (measured: holding
-half, a 4,000-event flood kept the quiet tenant's p99 at 3.1 s; a quarter, 1.5 s)."""
+"""With an overflow and the window three quarters full, a tenant's admitted deliveries hold
+a quarter of the ingress window at most: beyond it, its further ones move to its overflow
+queue, so a flood leaves room for the moves in flight and the other tenants."""
 _T = TypeVar("_T")
 _WAKE = object()
 """Put in the admission inbox to make the loop look at deliveries released from a bound."""
@@ -236,8 +236,9 @@ class FairDispatcher:
     ) -> list[tuple[Offered, Hand]]:
         """Of the deliveries arrived, those to hand to the queue now (after ``released``,
         which were held back and have room again), each with how. A tenant's deliveries
-        past its bound (a quarter of the ingress window, with an overflow) move to its
-        overflow queue; those delivered from there, past the tenant's bound, wait here (in
+        past a quarter of the ingress window, once it is three quarters full (with an
+        overflow), move to its overflow queue, those held first; below that, past its bound
+        they are held; those delivered from there, past the tenant's bound, wait here (in
         delivery order: once one waits, its tenant's later ones wait behind it)."""
         batch: list[tuple[Offered, Hand]] = []
         admitting: dict[str, int] = {}
