@@ -21,6 +21,7 @@ from llm_bot.adapters.redis_connection import RedisClient
 from llm_bot.adapters.redis_fair_queue import RedisFairQueue
 from llm_bot.adapters.redis_keys import RedisKeys
 from llm_bot.delivery.fair_dispatch import FairDispatcher, Fairness
+from llm_bot.delivery.overflow_moves import MoveToOverflow
 from llm_bot.delivery.settlements import Settlement
 from llm_bot.delivery.unanswered import Offered
 from llm_bot.memory.conversation_key import ConversationKey
@@ -86,22 +87,26 @@ async def _until(check: Any, within: float = 10.0) -> None:
             await asyncio.sleep(0.02)
 
 
-async def test_a_tenant_past_its_bound_waits_unacked_while_another_is_admitted(
+def _dispatcher(
     client: aioredis.Redis,
-) -> None:
+    slowly: _Slowly,
+    metrics: Metrics,
+    *,
+    max_waiting: int,
+    overflow: MoveToOverflow | None = None,
+) -> FairDispatcher:
+    """Two slots, one per tenant, a tenant bound of ``BOUND``, on a lane of its own."""
     queue = RedisFairQueue(
         client=cast("RedisClient", client),
         keys=KEYS,
         lane=f"lane-{uuid.uuid4().hex[:8]}",
         lease_seconds=5.0,
     )
-    metrics = Metrics(registry=CollectorRegistry())
-    slowly = _Slowly()
 
     async def never(*_: Any) -> None:
         raise AssertionError("nothing is dead-lettered here")
 
-    dispatcher = FairDispatcher(
+    return FairDispatcher(
         fairness=Fairness(
             queue=queue,
             lease=InMemoryLease(),
@@ -109,13 +114,22 @@ async def test_a_tenant_past_its_bound_waits_unacked_while_another_is_admitted(
             max_body_bytes=1 << 20,
             max_takes=5,
             recover_every=60.0,
-            max_waiting=64,
+            max_waiting=max_waiting,
             tenant_max_waiting=BOUND,
+            overflow=overflow,
         ),
         process=slowly,
         dead_letter=never,
         metrics=metrics,
     )
+
+
+async def test_a_tenant_past_its_bound_waits_unacked_while_another_is_admitted(
+    client: aioredis.Redis,
+) -> None:
+    metrics = Metrics(registry=CollectorRegistry())
+    slowly = _Slowly()
+    dispatcher = _dispatcher(client, slowly, metrics, max_waiting=64)
     flood = [ConversationKey("flood", new_id("u"), new_id("c")) for _ in range(15)]
     quiet = [ConversationKey("quiet", new_id("u"), new_id("c")) for _ in range(3)]
     deliveries: dict[str, _Delivery] = {}
@@ -157,14 +171,8 @@ async def test_past_its_bound_a_tenant_moves_to_its_overflow_and_a_refused_move_
 ) -> None:
     """With an overflow: a tenant's deliveries past its bound are copied there and acked
     once the copy is confirmed; a copy the broker refused leaves its
-    delivery unacked in the replica, moved again once the tenant has room; another tenant
-    is admitted meanwhile."""
-    queue = RedisFairQueue(
-        client=cast("RedisClient", client),
-        keys=KEYS,
-        lane=f"lane-{uuid.uuid4().hex[:8]}",
-        lease_seconds=5.0,
-    )
+    delivery unacked in the replica, moved again a second later; another tenant is admitted
+    meanwhile."""
     metrics = Metrics(registry=CollectorRegistry())
     slowly = _Slowly()
     moved: list[str] = []
@@ -176,25 +184,8 @@ async def test_past_its_bound_a_tenant_moves_to_its_overflow_and_a_refused_move_
         moved.extend(o.held.body.decode() for o in offered)
         return [True] * len(offered)
 
-    async def never(*_: Any) -> None:
-        raise AssertionError("nothing is dead-lettered here")
-
-    dispatcher = FairDispatcher(
-        fairness=Fairness(
-            queue=queue,
-            lease=InMemoryLease(),
-            shares=TenantShares(slots=2, max_in_flight=1, weights={}),
-            max_body_bytes=1 << 20,
-            max_takes=5,
-            recover_every=60.0,
-            max_waiting=16,  # 3/4 full once the flood is admitted: what it holds moves
-            tenant_max_waiting=BOUND,
-            overflow=mover,
-        ),
-        process=slowly,
-        dead_letter=never,
-        metrics=metrics,
-    )
+    # 3/4 full once the flood is admitted: what it holds moves
+    dispatcher = _dispatcher(client, slowly, metrics, max_waiting=16, overflow=mover)
     flood = [ConversationKey("flood", new_id("u"), new_id("c")) for _ in range(15)]
     quiet = ConversationKey("quiet", new_id("u"), new_id("c"))
     deliveries: dict[str, _Delivery] = {}

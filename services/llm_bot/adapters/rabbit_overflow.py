@@ -23,7 +23,7 @@ import aio_pika
 from aio_pika.abc import AbstractChannel, AbstractQueue
 
 from llm_bot.adapters.held_message import MOVED_RECEIVED_AT, MOVED_ROUTING_KEY, HeldMessage
-from llm_bot.adapters.rabbit_publisher import PUBLISH_TIMEOUT_SECONDS
+from llm_bot.adapters.rabbit_publisher import PUBLISH_TIMEOUT_SECONDS, copy_message
 from llm_bot.adapters.rabbit_topology import Topology
 
 
@@ -49,19 +49,9 @@ def overflow_copy(held: HeldMessage) -> aio_pika.Message:
         MOVED_ROUTING_KEY: held.routing_key or "",
         MOVED_RECEIVED_AT: held.received_at,
     }
-    return aio_pika.Message(
-        held.body,
-        headers=headers,
-        content_type=held.content_type,
-        content_encoding=held.content_encoding,
-        delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-        message_id=held.message_id,
-        correlation_id=held.correlation_id,
-        timestamp=held.timestamp,
-        type=held.type,
-        app_id=held.app_id,
-        reply_to=held.reply_to,
-    )
+    message = copy_message(held, headers=headers)
+    message.reply_to = held.reply_to  # an ask's reply address goes with it
+    return message
 
 
 async def move_to_overflow(
