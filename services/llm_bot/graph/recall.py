@@ -17,13 +17,14 @@ from llm_bot.graph.routing import ROUTES_WITHOUT_MODEL
 from llm_bot.graph.state import GraphState
 from llm_bot.graph.tool_rounds import turn_start
 from llm_bot.memory.messages import ChatMessage
+from llm_bot.memory.topic_state import TopicState
 from llm_bot.memory.window import WindowAppend, WindowBounds, reduce_window
 from llm_bot.memory.working import Recalled
 from llm_bot.ports import MemoryStore
 from llm_bot.service.chat_runs import Route
 from llm_bot.service.commands import ChatEvent, RecordToolResult, ReplyToMessage
 from llm_bot.service.personas import PersonaCatalog
-from llm_bot.service.retriever import Retriever
+from llm_bot.service.retriever import Retrieval, Retriever
 from llm_bot.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
@@ -85,7 +86,7 @@ async def recall_turn(
     }
     if step.route == Route.CONTINUE and recalled.memory.topic is not None and retriever:
         # The turn goes on: what was recalled for its message stays (and the prefix too).
-        update["retrieval"] = await retriever.reuse(recalled.memory.topic, event.key)
+        update["retrieval"] = await _kept(retriever, recalled.memory.topic, event, metrics)
     if replying and not searching:
         metrics.retrieval_searches.labels("off").inc()
     elif retriever is not None and searching:
@@ -103,6 +104,17 @@ async def recall_turn(
     if step.route in ROUTES_WITHOUT_MODEL:
         return Command(update=update, goto="remember")
     return Command(update=update, goto="flow" if step.route == Route.FLOW else "call_model")
+
+
+async def _kept(
+    retriever: Retriever, topic: TopicState, event: ChatEvent, metrics: Metrics
+) -> Retrieval:
+    """The topic's selection read back for a turn that goes on; a read that fails or times
+    out is counted as a search's would be (the turn goes on without recall)."""
+    reuse = await retriever.reuse(topic, event.key)
+    if reuse.outcome != "topic_reuse":
+        metrics.retrieval_searches.labels(reuse.outcome).inc()
+    return reuse
 
 
 def conversation_texts(recalled: Recalled) -> list[str]:
